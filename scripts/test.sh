@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every test: the GoogleTest suite under ASan+UBSan, the npm reference tests' fixtures,
+# and the fuzz corpora (replayed, then fuzzed briefly). Installs what it needs first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+if [ -f tests/npm/package-lock.json ]; then
+  (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
+fi
+scripts/build.sh asan
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+(cd build/asan && ctest --output-on-failure -j "$(nproc)")
+scripts/fuzz.sh
+echo "[test] all tests passed"

@@ -1,0 +1,224 @@
+// Qwen3.5 forward pass (qwen35.md §3-4): embedding -> L x (mixer + FFN, pre-norm residual) ->
+// final norm -> lm_head; mixers are gated full attention or GatedDeltaNet; FFN is SwiGLU or MoE.
+#include "model/qwen35.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace mere {
+
+using std::vector;
+namespace {
+inline size_t sz(int64_t n) { return static_cast<size_t>(n); }
+}  // namespace
+
+std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::string& model_dir) {
+  std::unique_ptr<Qwen35Model> m(new Qwen35Model());
+  m->dir_ = model_dir;
+  m->cfg_ = load_model_config(model_dir);
+  m->store_ = std::make_unique<TensorStore>(model_dir);
+  m->w_ = bind_weights(m->cfg_, *m->store_);
+  return m;
+}
+
+void Qwen35Model::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, float* hidden, float* logits,
+                          LogitsMode mode, const ForwardOptions& opt) const {
+  MERE_CHECK(T > 0, "forward", "empty token sequence");
+  const int64_t H = cfg_.hidden_size;
+  MERE_CHECK(mem.length() + T <= cfg_.max_position_embeddings, "forward", "sequence of ", mem.length() + T,
+             " tokens exceeds the context length ", cfg_.max_position_embeddings);
+  vector<float> x(sz(T * H));
+  ops::embed(w_.embed, ids, T, x.data());
+  const int64_t pos0 = mem.length();
+  for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+    const LayerWeights& L = w_.layers[sz(i)];
+    decoder_layer(L, i, x.data(), T, mem, L.kind == LayerKind::Full ? &mem.kv(i) : nullptr, pos0, opt);
+  }
+  mem.advance(T);
+  vector<float> h(sz(T * H));
+  ops::rms_norm(x.data(), w_.final_norm.data(), T, H, static_cast<float>(cfg_.rms_norm_eps), h.data());
+  if (hidden) std::copy(h.begin(), h.end(), hidden);
+  if (logits && mode == LogitsMode::All) ops::linear(w_.lm_head, h.data(), T, logits);
+  if (logits && mode == LogitsMode::Last) ops::linear(w_.lm_head, h.data() + (T - 1) * H, 1, logits);
+}
+
+void Qwen35Model::mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem,
+                              float* mtp_hidden, float* logits) const {
+  MERE_CHECK(w_.mtp.present, "mtp", "this checkpoint has no MTP weights (mtp.*)");
+  const int64_t H = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const MtpWeights& m = w_.mtp;
+  vector<float> e(sz(T * H)), cat_in(sz(T * 2 * H)), u(sz(T * H));
+  ops::embed(w_.embed, ids, T, e.data());
+  for (int64_t t = 0; t < T; ++t) {
+    // concat order: [norm_e(embedding of the next token) | norm_h(hidden)]
+    ops::rms_norm(e.data() + t * H, m.pre_fc_norm_embedding.data(), 1, H, eps, cat_in.data() + t * 2 * H);
+    ops::rms_norm(hidden + t * H, m.pre_fc_norm_hidden.data(), 1, H, eps, cat_in.data() + t * 2 * H + H);
+  }
+  ops::linear(m.fc, cat_in.data(), T, u.data());
+  const int64_t pos0 = mem.mtp_length();
+  decoder_layer(m.layer, -1, u.data(), T, mem, &mem.mtp_kv(), pos0, ForwardOptions{});
+  vector<float> out(sz(T * H));
+  ops::rms_norm(u.data(), m.norm.data(), T, H, eps, out.data());
+  if (mtp_hidden) std::copy(out.begin(), out.end(), mtp_hidden);
+  if (logits) ops::linear(w_.lm_head, out.data(), T, logits);
+}
+
+void Qwen35Model::decoder_layer(const LayerWeights& L, int64_t layer, float* x, int64_t T, SequenceMemory& mem,
+                                KvCache* kv, int64_t pos0, const ForwardOptions& opt) const {
+  const int64_t H = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  vector<float> n(sz(T * H)), o(sz(T * H));
+  ops::rms_norm(x, L.input_norm.data(), T, H, eps, n.data());
+  if (L.kind == LayerKind::Full) attention_block(L.attn, *kv, n.data(), T, pos0, o.data());
+  else gdn_block(L.gdn, mem.gdn(layer), n.data(), T, opt, o.data());
+  for (int64_t i = 0; i < T * H; ++i) x[i] += o[sz(i)];
+  ops::rms_norm(x, L.post_norm.data(), T, H, eps, n.data());
+  ffn_block(L, n.data(), T, o.data());
+  for (int64_t i = 0; i < T * H; ++i) x[i] += o[sz(i)];
+}
+
+void Qwen35Model::attention_block(const AttnWeights& a, KvCache& kv, const float* x, int64_t T, int64_t pos0,
+                                  float* out) const {
+  const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  vector<float> qg(sz(T * nh * hd * 2)), k(sz(T * nkv * hd)), v(sz(T * nkv * hd)), att(sz(T * nh * hd));
+  ops::linear(a.q_proj, x, T, qg.data());
+  ops::linear(a.k_proj, x, T, k.data());
+  ops::linear(a.v_proj, x, T, v.data());
+  vector<float> q(sz(nh * hd));
+  for (int64_t t = 0; t < T; ++t) {
+    // q_proj rows per head: [q(hd) | gate(hd)]
+    const float* qgt = qg.data() + t * nh * hd * 2;
+    for (int64_t h = 0; h < nh; ++h) ops::rms_norm(qgt + h * 2 * hd, a.q_norm.data(), 1, hd, eps, q.data() + h * hd);
+    float* kt = k.data() + t * nkv * hd;
+    ops::rms_norm(kt, a.k_norm.data(), nkv, hd, eps, kt);
+    ops::rope(q.data(), nh, hd, cfg_.rotary_dim, pos0 + t, cfg_.rope_theta);
+    ops::rope(kt, nkv, hd, cfg_.rotary_dim, pos0 + t, cfg_.rope_theta);
+    kv.append(kt, v.data() + t * nkv * hd);
+    float* ot = att.data() + t * nh * hd;
+    ops::attention(q.data(), kv.k.data(), kv.v.data(), kv.length, nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), ot);
+    for (int64_t h = 0; h < nh; ++h)
+      for (int64_t d = 0; d < hd; ++d) ot[h * hd + d] *= ops::sigmoid(qgt[h * 2 * hd + hd + d]);
+  }
+  ops::linear(a.o_proj, att.data(), T, out);
+}
+
+void Qwen35Model::gdn_block(const GdnWeights& g, GdnState& st, const float* x, int64_t T, const ForwardOptions& opt,
+                            float* out) const {
+  const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel;
+  const int64_t Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim, Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
+  const int64_t ratio = Hv / Hk, kd = Hk * Dk;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  vector<float> raw(sz(T * C)), z(sz(T * Hv * Dv)), b(sz(T * Hv)), a(sz(T * Hv)), mixed(sz(T * C));
+  ops::linear(g.in_proj_qkv, x, T, raw.data());
+  ops::linear(g.in_proj_z, x, T, z.data());
+  ops::linear(g.in_proj_b, x, T, b.data());
+  ops::linear(g.in_proj_a, x, T, a.data());
+  for (int64_t t = 0; t < T; ++t) ops::conv_step(st.conv.data(), g.conv.data(), raw.data() + t * C, C, K, mixed.data() + t * C);
+
+  // per key head: l2-normalised q (scaled by 1/sqrt(Dk)) and k; per value head: v, gate g, beta
+  const float qscale = 1.0f / std::sqrt(static_cast<float>(Dk));
+  vector<float> q(sz(T * kd)), k(sz(T * kd)), gate(sz(T * Hv)), beta(sz(T * Hv));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* m = mixed.data() + t * C;
+    for (int64_t h = 0; h < Hk; ++h) {
+      float* qh = q.data() + t * kd + h * Dk;
+      float* kh = k.data() + t * kd + h * Dk;
+      std::copy(m + h * Dk, m + (h + 1) * Dk, qh);
+      std::copy(m + kd + h * Dk, m + kd + (h + 1) * Dk, kh);
+      ops::l2_normalize(qh, Dk, 1e-6f);
+      ops::l2_normalize(kh, Dk, 1e-6f);
+      for (int64_t j = 0; j < Dk; ++j) qh[j] *= qscale;
+    }
+    for (int64_t h = 0; h < Hv; ++h) {
+      beta[sz(t * Hv + h)] = ops::sigmoid(b[sz(t * Hv + h)]);
+      gate[sz(t * Hv + h)] = g.neg_a[sz(h)] * ops::softplus(a[sz(t * Hv + h)] + g.dt_bias[sz(h)]);
+    }
+  }
+  bool chunked = opt.gdn == ForwardOptions::Gdn::Chunked ||
+                 (opt.gdn == ForwardOptions::Gdn::Auto && T > ForwardOptions::kMaxRecurrentRows);
+  vector<float> o(sz(T * Hv * Dv));
+  vector<float> qh(sz(T * Dk)), kh(sz(T * Dk)), vh(sz(T * Dv)), gh(sz(T)), bh(sz(T)), oh(sz(T * Dv));
+  for (int64_t h = 0; h < Hv; ++h) {
+    const int64_t kh_idx = h / ratio;  // value head h reads key head h / (Hv/Hk)
+    float* S = st.S.data() + h * Dv * Dk;
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy_n(q.data() + t * kd + kh_idx * Dk, Dk, qh.data() + t * Dk);
+      std::copy_n(k.data() + t * kd + kh_idx * Dk, Dk, kh.data() + t * Dk);
+      std::copy_n(mixed.data() + t * C + 2 * kd + h * Dv, Dv, vh.data() + t * Dv);
+      gh[sz(t)] = gate[sz(t * Hv + h)];
+      bh[sz(t)] = beta[sz(t * Hv + h)];
+    }
+    if (chunked) {
+      ops::gdn_chunked(S, qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), T, Dk, Dv, ForwardOptions::kChunk, oh.data());
+    } else {
+      for (int64_t t = 0; t < T; ++t)
+        ops::gdn_step(S, qh.data() + t * Dk, kh.data() + t * Dk, vh.data() + t * Dv, gh[sz(t)], bh[sz(t)], Dk, Dv,
+                      oh.data() + t * Dv);
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      float* dst = o.data() + t * Hv * Dv + h * Dv;
+      ops::gated_rms_norm(oh.data() + t * Dv, z.data() + t * Hv * Dv + h * Dv, g.norm.data(), Dv, eps, dst);
+    }
+  }
+  ops::linear(g.out_proj, o.data(), T, out);
+}
+
+namespace {
+void swiglu(const MlpWeights& m, const float* x, int64_t T, float* out) {
+  const int64_t I = m.gate.rows;
+  vector<float> gt(sz(T * I)), up(sz(T * I));
+  ops::linear(m.gate, x, T, gt.data());
+  ops::linear(m.up, x, T, up.data());
+  for (size_t i = 0; i < gt.size(); ++i) gt[i] = ops::silu(gt[i]) * up[i];
+  ops::linear(m.down, gt.data(), T, out);
+}
+}  // namespace
+
+void Qwen35Model::ffn_block(const LayerWeights& L, const float* x, int64_t T, float* out) const {
+  const int64_t H = cfg_.hidden_size;
+  if (!cfg_.is_moe) {
+    swiglu(L.mlp, x, T, out);
+    return;
+  }
+  const MoeWeights& m = L.moe;
+  const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok;
+  vector<float> logits(sz(T * E)), y(sz(H)), sg(1);
+  ops::linear(m.router, x, T, logits.data());
+  vector<int64_t> idx(sz(E));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xt = x + t * H;
+    float* ot = out + t * H;
+    // softmax over experts (fp32), top-k by probability (lowest index first on ties), renormalised
+    float* lg = logits.data() + t * E;
+    const float mx = *std::max_element(lg, lg + E);
+    float sum = 0.0f;
+    vector<float> p(sz(E));
+    for (int64_t e = 0; e < E; ++e) sum += (p[sz(e)] = std::exp(lg[e] - mx));
+    for (auto& v : p) v /= sum;
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + K, idx.end(),
+                      [&](int64_t i, int64_t j) { return p[sz(i)] > p[sz(j)] || (p[sz(i)] == p[sz(j)] && i < j); });
+    float topsum = 0.0f;
+    for (int64_t k = 0; k < K; ++k) topsum += p[sz(idx[sz(k)])];
+    std::fill(ot, ot + H, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t e = idx[sz(k)];
+      const float w = cfg_.norm_topk_prob ? p[sz(e)] / topsum : p[sz(e)];
+      swiglu(m.experts[sz(e)], xt, 1, y.data());
+      for (int64_t i = 0; i < H; ++i) ot[i] += w * y[sz(i)];
+    }
+    swiglu(m.shared, xt, 1, y.data());
+    ops::linear(m.shared_gate, xt, 1, sg.data());
+    const float s = ops::sigmoid(sg[0]);
+    for (int64_t i = 0; i < H; ++i) ot[i] += s * y[sz(i)];
+  }
+}
+
+}  // namespace mere

@@ -1,0 +1,60 @@
+// Qwen3.5 (dense and MoE) with its MTP head: the model as a wiring diagram over ops.h.
+// forward() runs T tokens at positions memory.length()..; mtp_forward() runs the MTP head.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "runtime/sequence_memory.h"
+
+namespace mere {
+
+enum class LogitsMode { None, Last, All };
+
+struct ForwardOptions {
+  // GatedDeltaNet algorithm for multi-token calls. Auto: recurrent for T <= kMaxRecurrentRows (the
+  // verification widths, so a width-k pass equals k single steps bitwise), chunked above.
+  enum class Gdn { Auto, Recurrent, Chunked } gdn = Gdn::Auto;
+  static constexpr int64_t kMaxRecurrentRows = 16;
+  static constexpr int64_t kChunk = 64;
+};
+
+class Qwen35Model {
+ public:
+  static std::unique_ptr<Qwen35Model> load(const std::string& model_dir);
+
+  const ModelConfig& config() const { return cfg_; }
+  const ModelWeights& weights() const { return w_; }
+  const TensorStore& store() const { return *store_; }
+  const std::string& dir() const { return dir_; }
+  bool has_mtp() const { return w_.mtp.present; }
+  SequenceMemory new_memory() const { return SequenceMemory(cfg_, has_mtp()); }
+
+  // ids: [T]; hidden: [T, H] post-final-norm (may be null); logits: [T, V] (All), [1, V] (Last)
+  void forward(const int32_t* ids, int64_t T, SequenceMemory& mem, float* hidden, float* logits, LogitsMode mode,
+               const ForwardOptions& opt = {}) const;
+
+  // MTP rows i = (hidden[i], ids[i]) at positions mem.mtp_length()+i; appends to the MTP KV cache.
+  // hidden: [T, H] (main post-final-norm hidden, or the previous MTP output when chaining);
+  // mtp_hidden: [T, H] post-mtp.norm output (may be null); logits: [T, V] (may be null)
+  void mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem, float* mtp_hidden,
+                   float* logits) const;
+
+ private:
+  Qwen35Model() = default;
+  void decoder_layer(const LayerWeights& L, int64_t layer, float* x, int64_t T, SequenceMemory& mem, KvCache* kv,
+                     int64_t pos0, const ForwardOptions& opt) const;
+  void attention_block(const AttnWeights& a, KvCache& kv, const float* x, int64_t T, int64_t pos0, float* out) const;
+  void gdn_block(const GdnWeights& g, GdnState& st, const float* x, int64_t T, const ForwardOptions& opt, float* out) const;
+  void ffn_block(const LayerWeights& L, const float* x, int64_t T, float* out) const;
+
+  std::string dir_;
+  ModelConfig cfg_;
+  std::unique_ptr<TensorStore> store_;
+  ModelWeights w_;
+};
+
+}  // namespace mere

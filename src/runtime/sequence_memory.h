@@ -1,0 +1,60 @@
+// Per-sequence memory: KV caches of the full-attention layers (and of the MTP head), GatedDeltaNet
+// recurrent state and conv history, behind one interface with checkpoint, rollback and fork.
+// Speculative verification rolls back to a checkpoint; the prefix cache forks.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+
+namespace mere {
+
+// Append-only KV cache of one attention layer. k, v: [capacity, nkv, hd] f32, `length` rows valid.
+struct KvCache {
+  int64_t nkv = 0, hd = 0, length = 0;
+  std::vector<float> k, v;
+  void append(const float* k_row /*[nkv*hd]*/, const float* v_row /*[nkv*hd]*/);
+  void truncate(int64_t n);
+  size_t bytes() const { return (k.capacity() + v.capacity()) * sizeof(float); }
+};
+
+// GatedDeltaNet layer state. S: [Hv, Dv, Dk] f32; conv: [K-1, C] raw (pre-conv) inputs, oldest first.
+struct GdnState {
+  std::vector<float> S;
+  std::vector<float> conv;
+};
+
+class SequenceMemory {
+ public:
+  SequenceMemory() = default;
+  explicit SequenceMemory(const ModelConfig& cfg, bool with_mtp);
+
+  int64_t length() const { return length_; }          // tokens committed to the main model
+  int64_t mtp_length() const { return mtp_.length; }  // rows in the MTP head's KV cache
+  void advance(int64_t n) { length_ += n; }
+
+  KvCache& kv(int64_t layer) { return kv_[static_cast<size_t>(layer)]; }
+  GdnState& gdn(int64_t layer) { return gdn_[static_cast<size_t>(layer)]; }
+  KvCache& mtp_kv() { return mtp_; }
+
+  // A checkpoint holds the lengths and a copy of the recurrent state; KV entries below the lengths
+  // are never modified, so rollback truncates them and restores the state bitwise.
+  struct Checkpoint {
+    int64_t length = 0, mtp_length = 0;
+    std::vector<GdnState> gdn;
+  };
+  Checkpoint checkpoint() const;
+  void rollback(const Checkpoint& cp);
+  SequenceMemory fork() const { return *this; }  // deep copy: the fork shares nothing with its parent
+  void reset();
+
+  size_t bytes() const;
+
+ private:
+  int64_t length_ = 0;
+  std::vector<KvCache> kv_;    // per layer (empty for linear layers)
+  std::vector<GdnState> gdn_;  // per layer (empty for full layers)
+  KvCache mtp_;
+};
+
+}  // namespace mere
