@@ -151,7 +151,6 @@ def main():
                f"// NFC data (combining classes, canonical decompositions, compositions): Unicode 9.0 (as HF's\n"
                f"// normaliser), from Python unicodedata {unicodedata.unidata_version} restricted to 9.0 code points.\n"
                "#include \"text/unicode_tables.h\"\n\nnamespace mere::unicode::tables {\n")
-    out.append(f"const int kBlockShift = 7;\n")
     out.append(arr("kRecords", "Record", records, 4, lambda r: "{%d, %d, %d}" % r))
     out.append(arr("kStage1", "uint16_t", stage1, 24))
     out.append(arr("kStage2", "uint8_t", [v for blk in blocks for v in blk], 32))

@@ -2,6 +2,7 @@
 // reference implementation, and rejects configurations this runtime cannot run.
 #include "model/config.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
@@ -100,6 +101,9 @@ ModelConfig parse_model_config(const Json& root, const std::string& source) {
   c.hidden_size = req("hidden_size");
   c.num_layers = req("num_hidden_layers");
   c.num_heads = req("num_attention_heads");
+  MERE_CHECK(c.hidden_size <= (1 << 20) && c.vocab_size <= (1 << 24) && c.num_layers <= 4096 && c.num_heads <= (1 << 16), source,
+             "absurd model size (hidden ", c.hidden_size, ", vocab ", c.vocab_size, ", layers ", c.num_layers, ", heads ", c.num_heads, ")");
+
   c.num_kv_heads = t.get_int("num_key_value_heads", c.num_heads);
   c.head_dim = t.get_int("head_dim", c.hidden_size / c.num_heads);
   c.attn_output_gate = t.get_bool("attn_output_gate", true);
@@ -165,15 +169,18 @@ ModelConfig parse_model_config(const Json& root, const std::string& source) {
     c.intermediate_size = req("intermediate_size");
   }
 
-  // Geometry checks the forward pass relies on.
+  // Geometry checks the forward pass relies on (positivity first: later checks divide).
+  for (auto [name, v] : {std::pair<const char*, int64_t>{"num_key_value_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
+                         {"linear_num_key_heads", c.lin_k_heads}, {"linear_key_head_dim", c.lin_k_dim},
+                         {"linear_num_value_heads", c.lin_v_heads}, {"linear_value_head_dim", c.lin_v_dim},
+                         {"linear_conv_kernel_dim", c.conv_kernel}, {"max_position_embeddings", c.max_position_embeddings}})
+    MERE_CHECK(v > 0 && v <= (int64_t{1} << 24), source, "field \"", name, "\" must be a positive integer (at most 2^24), got ", v);
+  MERE_CHECK(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps >= 0, source, "rms_norm_eps must be finite and >= 0");
+  MERE_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, source, "rope_theta must be finite and > 0");
   MERE_CHECK(c.num_heads % c.num_kv_heads == 0, source, "num_attention_heads ", c.num_heads,
              " is not a multiple of num_key_value_heads ", c.num_kv_heads);
   MERE_CHECK(c.lin_v_heads % c.lin_k_heads == 0, source, "linear_num_value_heads ", c.lin_v_heads,
              " is not a multiple of linear_num_key_heads ", c.lin_k_heads);
-  for (int64_t v : {c.head_dim, c.lin_k_heads, c.lin_k_dim, c.lin_v_heads, c.lin_v_dim, c.conv_kernel})
-    MERE_CHECK(v > 0 && v <= (1 << 20), source, "non-positive or absurd head geometry value ", v);
-  MERE_CHECK(c.hidden_size <= (1 << 20) && c.vocab_size <= (1 << 24) && c.num_layers <= 4096, source,
-             "absurd model size (hidden ", c.hidden_size, ", vocab ", c.vocab_size, ", layers ", c.num_layers, ")");
   MERE_CHECK(c.mtp_num_layers >= 0 && c.mtp_num_layers <= 1, source, "mtp_num_hidden_layers ", c.mtp_num_layers,
              " not supported (0 or 1)");
 

@@ -17,8 +17,9 @@ namespace {
 inline size_t sz(int64_t n) { return static_cast<size_t>(n); }
 }  // namespace
 
-std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::string& model_dir) {
+std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::string& model_dir, const std::string& backend) {
   std::unique_ptr<Qwen35Model> m(new Qwen35Model());
+  m->backend_ = make_backend(backend);
   m->dir_ = model_dir;
   m->cfg_ = load_model_config(model_dir);
   m->store_ = std::make_unique<TensorStore>(model_dir);
@@ -33,7 +34,7 @@ void Qwen35Model::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, fl
   MERE_CHECK(mem.length() + T <= cfg_.max_position_embeddings, "forward", "sequence of ", mem.length() + T,
              " tokens exceeds the context length ", cfg_.max_position_embeddings);
   vector<float> x(sz(T * H));
-  ops::embed(w_.embed, ids, T, x.data());
+  backend_->embed(w_.embed, ids, T, x.data());
   const int64_t pos0 = mem.length();
   for (int64_t i = 0; i < cfg_.num_layers; ++i) {
     const LayerWeights& L = w_.layers[sz(i)];
@@ -43,8 +44,8 @@ void Qwen35Model::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, fl
   vector<float> h(sz(T * H));
   ops::rms_norm(x.data(), w_.final_norm.data(), T, H, static_cast<float>(cfg_.rms_norm_eps), h.data());
   if (hidden) std::copy(h.begin(), h.end(), hidden);
-  if (logits && mode == LogitsMode::All) ops::linear(w_.lm_head, h.data(), T, logits);
-  if (logits && mode == LogitsMode::Last) ops::linear(w_.lm_head, h.data() + (T - 1) * H, 1, logits);
+  if (logits && mode == LogitsMode::All) backend_->linear(w_.lm_head, h.data(), T, logits);
+  if (logits && mode == LogitsMode::Last) backend_->linear(w_.lm_head, h.data() + (T - 1) * H, 1, logits);
 }
 
 void Qwen35Model::mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem,
@@ -54,19 +55,19 @@ void Qwen35Model::mtp_forward(const float* hidden, const int32_t* ids, int64_t T
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const MtpWeights& m = w_.mtp;
   vector<float> e(sz(T * H)), cat_in(sz(T * 2 * H)), u(sz(T * H));
-  ops::embed(w_.embed, ids, T, e.data());
+  backend_->embed(w_.embed, ids, T, e.data());
   for (int64_t t = 0; t < T; ++t) {
     // concat order: [norm_e(embedding of the next token) | norm_h(hidden)]
     ops::rms_norm(e.data() + t * H, m.pre_fc_norm_embedding.data(), 1, H, eps, cat_in.data() + t * 2 * H);
     ops::rms_norm(hidden + t * H, m.pre_fc_norm_hidden.data(), 1, H, eps, cat_in.data() + t * 2 * H + H);
   }
-  ops::linear(m.fc, cat_in.data(), T, u.data());
+  backend_->linear(m.fc, cat_in.data(), T, u.data());
   const int64_t pos0 = mem.mtp_length();
   decoder_layer(m.layer, -1, u.data(), T, mem, &mem.mtp_kv(), pos0, ForwardOptions{});
   vector<float> out(sz(T * H));
   ops::rms_norm(u.data(), m.norm.data(), T, H, eps, out.data());
   if (mtp_hidden) std::copy(out.begin(), out.end(), mtp_hidden);
-  if (logits) ops::linear(w_.lm_head, out.data(), T, logits);
+  if (logits) backend_->linear(w_.lm_head, out.data(), T, logits);
 }
 
 void Qwen35Model::decoder_layer(const LayerWeights& L, int64_t layer, float* x, int64_t T, SequenceMemory& mem,
@@ -88,38 +89,44 @@ void Qwen35Model::attention_block(const AttnWeights& a, KvCache& kv, const float
   const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   vector<float> qg(sz(T * nh * hd * 2)), k(sz(T * nkv * hd)), v(sz(T * nkv * hd)), att(sz(T * nh * hd));
-  ops::linear(a.q_proj, x, T, qg.data());
-  ops::linear(a.k_proj, x, T, k.data());
-  ops::linear(a.v_proj, x, T, v.data());
-  vector<float> q(sz(nh * hd));
+  backend_->linear(a.q_proj, x, T, qg.data());
+  backend_->linear(a.k_proj, x, T, k.data());
+  backend_->linear(a.v_proj, x, T, v.data());
+  vector<float> q(sz(T * nh * hd));
   for (int64_t t = 0; t < T; ++t) {
     // q_proj rows per head: [q(hd) | gate(hd)]
     const float* qgt = qg.data() + t * nh * hd * 2;
-    for (int64_t h = 0; h < nh; ++h) ops::rms_norm(qgt + h * 2 * hd, a.q_norm.data(), 1, hd, eps, q.data() + h * hd);
+    float* qt = q.data() + t * nh * hd;
+    for (int64_t h = 0; h < nh; ++h) ops::rms_norm(qgt + h * 2 * hd, a.q_norm.data(), 1, hd, eps, qt + h * hd);
     float* kt = k.data() + t * nkv * hd;
     ops::rms_norm(kt, a.k_norm.data(), nkv, hd, eps, kt);
-    ops::rope(q.data(), nh, hd, cfg_.rotary_dim, pos0 + t, cfg_.rope_theta);
+    ops::rope(qt, nh, hd, cfg_.rotary_dim, pos0 + t, cfg_.rope_theta);
     ops::rope(kt, nkv, hd, cfg_.rotary_dim, pos0 + t, cfg_.rope_theta);
     kv.append(kt, v.data() + t * nkv * hd);
+  }
+  // row t attends to the cached keys [0, len_before + t + 1)
+  backend_->attention(q.data(), kv.k.data(), kv.v.data(), T, kv.length - T + 1, nh, nkv, hd,
+                      1.0f / std::sqrt(static_cast<float>(hd)), att.data());
+  for (int64_t t = 0; t < T; ++t) {
+    const float* qgt = qg.data() + t * nh * hd * 2;
     float* ot = att.data() + t * nh * hd;
-    ops::attention(q.data(), kv.k.data(), kv.v.data(), kv.length, nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), ot);
     for (int64_t h = 0; h < nh; ++h)
       for (int64_t d = 0; d < hd; ++d) ot[h * hd + d] *= ops::sigmoid(qgt[h * 2 * hd + hd + d]);
   }
-  ops::linear(a.o_proj, att.data(), T, out);
+  backend_->linear(a.o_proj, att.data(), T, out);
 }
 
 void Qwen35Model::gdn_block(const GdnWeights& g, GdnState& st, const float* x, int64_t T, const ForwardOptions& opt,
                             float* out) const {
   const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel;
   const int64_t Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim, Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
-  const int64_t ratio = Hv / Hk, kd = Hk * Dk;
+  const int64_t kd = Hk * Dk;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   vector<float> raw(sz(T * C)), z(sz(T * Hv * Dv)), b(sz(T * Hv)), a(sz(T * Hv)), mixed(sz(T * C));
-  ops::linear(g.in_proj_qkv, x, T, raw.data());
-  ops::linear(g.in_proj_z, x, T, z.data());
-  ops::linear(g.in_proj_b, x, T, b.data());
-  ops::linear(g.in_proj_a, x, T, a.data());
+  backend_->linear(g.in_proj_qkv, x, T, raw.data());
+  backend_->linear(g.in_proj_z, x, T, z.data());
+  backend_->linear(g.in_proj_b, x, T, b.data());
+  backend_->linear(g.in_proj_a, x, T, a.data());
   for (int64_t t = 0; t < T; ++t) ops::conv_step(st.conv.data(), g.conv.data(), raw.data() + t * C, C, K, mixed.data() + t * C);
 
   // per key head: l2-normalised q (scaled by 1/sqrt(Dk)) and k; per value head: v, gate g, beta
@@ -143,54 +150,39 @@ void Qwen35Model::gdn_block(const GdnWeights& g, GdnState& st, const float* x, i
   }
   bool chunked = opt.gdn == ForwardOptions::Gdn::Chunked ||
                  (opt.gdn == ForwardOptions::Gdn::Auto && T > ForwardOptions::kMaxRecurrentRows);
-  vector<float> o(sz(T * Hv * Dv));
-  vector<float> qh(sz(T * Dk)), kh(sz(T * Dk)), vh(sz(T * Dv)), gh(sz(T)), bh(sz(T)), oh(sz(T * Dv));
-  for (int64_t h = 0; h < Hv; ++h) {
-    const int64_t kh_idx = h / ratio;  // value head h reads key head h / (Hv/Hk)
-    float* S = st.S.data() + h * Dv * Dk;
-    for (int64_t t = 0; t < T; ++t) {
-      std::copy_n(q.data() + t * kd + kh_idx * Dk, Dk, qh.data() + t * Dk);
-      std::copy_n(k.data() + t * kd + kh_idx * Dk, Dk, kh.data() + t * Dk);
-      std::copy_n(mixed.data() + t * C + 2 * kd + h * Dv, Dv, vh.data() + t * Dv);
-      gh[sz(t)] = gate[sz(t * Hv + h)];
-      bh[sz(t)] = beta[sz(t * Hv + h)];
+  vector<float> v(sz(T * Hv * Dv)), core(sz(T * Hv * Dv)), o(sz(T * Hv * Dv));
+  for (int64_t t = 0; t < T; ++t) std::copy_n(mixed.data() + t * C + 2 * kd, Hv * Dv, v.data() + t * Hv * Dv);
+  backend_->gated_delta(st.S.data(), q.data(), k.data(), v.data(), gate.data(), beta.data(), T, Hk, Hv, Dk, Dv, chunked,
+                        ForwardOptions::kChunk, core.data());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < Hv; ++h) {
+      const int64_t off = t * Hv * Dv + h * Dv;
+      ops::gated_rms_norm(core.data() + off, z.data() + off, g.norm.data(), Dv, eps, o.data() + off);
     }
-    if (chunked) {
-      ops::gdn_chunked(S, qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), T, Dk, Dv, ForwardOptions::kChunk, oh.data());
-    } else {
-      for (int64_t t = 0; t < T; ++t)
-        ops::gdn_step(S, qh.data() + t * Dk, kh.data() + t * Dk, vh.data() + t * Dv, gh[sz(t)], bh[sz(t)], Dk, Dv,
-                      oh.data() + t * Dv);
-    }
-    for (int64_t t = 0; t < T; ++t) {
-      float* dst = o.data() + t * Hv * Dv + h * Dv;
-      ops::gated_rms_norm(oh.data() + t * Dv, z.data() + t * Hv * Dv + h * Dv, g.norm.data(), Dv, eps, dst);
-    }
-  }
-  ops::linear(g.out_proj, o.data(), T, out);
+  backend_->linear(g.out_proj, o.data(), T, out);
 }
 
 namespace {
-void swiglu(const MlpWeights& m, const float* x, int64_t T, float* out) {
+void swiglu(const Backend& be, const MlpWeights& m, const float* x, int64_t T, float* out) {
   const int64_t I = m.gate.rows;
   vector<float> gt(sz(T * I)), up(sz(T * I));
-  ops::linear(m.gate, x, T, gt.data());
-  ops::linear(m.up, x, T, up.data());
+  be.linear(m.gate, x, T, gt.data());
+  be.linear(m.up, x, T, up.data());
   for (size_t i = 0; i < gt.size(); ++i) gt[i] = ops::silu(gt[i]) * up[i];
-  ops::linear(m.down, gt.data(), T, out);
+  be.linear(m.down, gt.data(), T, out);
 }
 }  // namespace
 
 void Qwen35Model::ffn_block(const LayerWeights& L, const float* x, int64_t T, float* out) const {
   const int64_t H = cfg_.hidden_size;
   if (!cfg_.is_moe) {
-    swiglu(L.mlp, x, T, out);
+    swiglu(*backend_, L.mlp, x, T, out);
     return;
   }
   const MoeWeights& m = L.moe;
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok;
   vector<float> logits(sz(T * E)), y(sz(H)), sg(1);
-  ops::linear(m.router, x, T, logits.data());
+  backend_->linear(m.router, x, T, logits.data());
   vector<int64_t> idx(sz(E));
   for (int64_t t = 0; t < T; ++t) {
     const float* xt = x + t * H;
@@ -211,11 +203,11 @@ void Qwen35Model::ffn_block(const LayerWeights& L, const float* x, int64_t T, fl
     for (int64_t k = 0; k < K; ++k) {
       const int64_t e = idx[sz(k)];
       const float w = cfg_.norm_topk_prob ? p[sz(e)] / topsum : p[sz(e)];
-      swiglu(m.experts[sz(e)], xt, 1, y.data());
+      swiglu(*backend_, m.experts[sz(e)], xt, 1, y.data());
       for (int64_t i = 0; i < H; ++i) ot[i] += w * y[sz(i)];
     }
-    swiglu(m.shared, xt, 1, y.data());
-    ops::linear(m.shared_gate, xt, 1, sg.data());
+    swiglu(*backend_, m.shared, xt, 1, y.data());
+    backend_->linear(m.shared_gate, xt, 1, sg.data());
     const float s = ops::sigmoid(sg[0]);
     for (int64_t i = 0; i < H; ++i) ot[i] += s * y[sz(i)];
   }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -24,12 +25,14 @@ struct ForwardOptions {
 
 class Qwen35Model {
  public:
-  static std::unique_ptr<Qwen35Model> load(const std::string& model_dir);
+  // backend: "ref" (the CPU reference) or "cpu" (the fastest CPU backend built in).
+  static std::unique_ptr<Qwen35Model> load(const std::string& model_dir, const std::string& backend = "cpu");
 
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return w_; }
   const TensorStore& store() const { return *store_; }
   const std::string& dir() const { return dir_; }
+  const Backend& backend() const { return *backend_; }
   bool has_mtp() const { return w_.mtp.present; }
   SequenceMemory new_memory() const { return SequenceMemory(cfg_, has_mtp()); }
 
@@ -54,6 +57,7 @@ class Qwen35Model {
   std::string dir_;
   ModelConfig cfg_;
   std::unique_ptr<TensorStore> store_;
+  std::unique_ptr<Backend> backend_;
   ModelWeights w_;
 };
 

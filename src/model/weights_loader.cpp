@@ -18,7 +18,7 @@ bool ends_with(const std::string& s, const std::string& p) {
 
 class Binder {
  public:
-  Binder(const ModelConfig& cfg, const TensorStore& store) : cfg_(cfg) {
+  explicit Binder(const TensorStore& store) {
     for (const auto& [raw, t] : store.all()) {
       std::string name;
       if (!canonical(raw, &name)) continue;  // vision tower
@@ -173,7 +173,6 @@ class Binder {
     return true;
   }
 
-  const ModelConfig& cfg_;
   std::map<std::string, const TensorInfo*> by_canon_;
   std::set<std::string> used_;
   bool mlx_names_ = false, mlx_conv_ = false, shift_norms_ = true;
@@ -244,7 +243,7 @@ void bind_gdn(Binder& b, const ModelConfig& c, const std::string& p, GdnWeights*
 }  // namespace
 
 ModelWeights bind_weights(const ModelConfig& c, const TensorStore& store) {
-  Binder b(c, store);
+  Binder b(store);
   ModelWeights w;
   w.format = b.mlx() ? "mlx" : "hf";
   const int64_t H = c.hidden_size, V = c.vocab_size;

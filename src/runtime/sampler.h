@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/rng.h"
@@ -83,15 +84,23 @@ class Sampler {
   TokenId sample(std::span<const float> logits, const TokenHistory& history, Rng& rng);
 
  private:
-  void penalise(std::span<const float> logits, const TokenHistory& history, size_t n);
-  TokenId argmax(size_t n) const;
+  struct Scan {
+    std::span<const float> logits;  // [n] penalised (work_) or the input itself
+    TokenId best;                   // argmax, lowest id on ties
+    size_t finite;                  // entries > -inf
+  };
+  Scan penalise(std::span<const float> logits, const TokenHistory& history, size_t n);
+  void select_top_k(std::span<const float> logits, size_t k);
+  std::pair<float, TokenId> top_p_cutoff(size_t n);
 
   SamplingParams params_;
   size_t vocab_limit_ = 0;
-  std::vector<float> work_;                  // [n] penalised logits, then weights exp((l-max)/T)
-  std::vector<uint32_t> counts_;             // [V] generated-token counts (zero between calls)
-  std::vector<uint8_t> seen_;                // [V] token in prompt or generated (zero between calls)
-  std::vector<std::pair<float, TokenId>> cand_;  // surviving (weight, id) while filtering
+  std::vector<float> work_;                  // [n] penalised logits
+  std::vector<float> weights_;               // [n] exp((l - max) / T)
+  std::vector<uint32_t> counts_;             // [n] generated-token counts (zero between calls)
+  std::vector<uint8_t> seen_;                // [n] token in prompt or generated (zero between calls)
+  std::vector<std::pair<float, TokenId>> cand_;  // (logit or weight, id) while filtering
+  std::vector<double> bucket_mass_;          // top-p: mass per weight bucket
   TokenDistribution dist_;
 };
 

@@ -27,6 +27,7 @@ using Array = std::vector<Value>;
 class Failure : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  int line = 0;  // set by the innermost syntax node that sees the failure
 };
 [[noreturn]] void raise(const std::string& what);
 

@@ -6,8 +6,6 @@
 
 namespace mere::unicode::tables {
 
-const int kBlockShift = 7;
-
 const Record kRecords[120] = {
     {26, 0, 0}, {26, 0, 1}, {23, 0, 1}, {18, 0, 0},
     {20, 0, 0}, {14, 0, 0}, {15, 0, 0}, {19, 0, 0},

@@ -12,7 +12,7 @@ struct Record {
   uint8_t flags;     // 1 White_Space, 2 NFC_QC=No, 4 NFC_QC=Maybe, 8 has a canonical decomposition
 };
 
-extern const int kBlockShift;
+constexpr int kBlockShift = 7;  // stage-2 blocks of 128 code points
 extern const Record kRecords[];
 extern const uint16_t kStage1[];
 extern const uint8_t kStage2[];

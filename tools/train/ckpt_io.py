@@ -94,25 +94,36 @@ def read_safetensors(path: str) -> dict:
 
 
 def save_sharded(dirpath: str, tensors: dict, max_shard_bytes: int = 14 * 1024 * 1024,
-                 base: str = "model"):
+                 base: str = "model", n_shards: int | None = None):
     """Writes base.safetensors, or base-0000i-of-0000n.safetensors + base.safetensors.index.json."""
     conv = {}
     for k, v in tensors.items():
         conv[k] = tensor_to_st(v) if isinstance(v, torch.Tensor) else (array_to_st(v) if isinstance(v, np.ndarray) else v)
     total = sum(len(v[2]) for v in conv.values())
-    if total <= max_shard_bytes:
+    if total <= max_shard_bytes and not n_shards:
         save_safetensors(os.path.join(dirpath, f"{base}.safetensors"), conv)
         return [f"{base}.safetensors"]
     shards, cur, cur_b = [], {}, 0
-    for k in sorted(conv):
-        sz = len(conv[k][2])
-        if cur and cur_b + sz > max_shard_bytes:
+    if n_shards:   # exactly n contiguous groups of about equal size
+        acc = 0
+        for k in sorted(conv):
+            sz = len(conv[k][2])
+            idx = min(n_shards - 1, int(acc * n_shards / total))
+            while len(shards) <= idx:
+                shards.append({})
+            shards[idx][k] = conv[k]
+            acc += sz
+        shards = [sh for sh in shards if sh]
+    else:
+        for k in sorted(conv):
+            sz = len(conv[k][2])
+            if cur and cur_b + sz > max_shard_bytes:
+                shards.append(cur)
+                cur, cur_b = {}, 0
+            cur[k] = conv[k]
+            cur_b += sz
+        if cur:
             shards.append(cur)
-            cur, cur_b = {}, 0
-        cur[k] = conv[k]
-        cur_b += sz
-    if cur:
-        shards.append(cur)
     n = len(shards)
     wm = {}
     names = []
@@ -300,23 +311,27 @@ def build_own_model(tc: dict, sd: dict, with_mtp: bool | None = None):
     return m, unexpected
 
 
+def eagerize(config):
+    for attr in ("_attn_implementation", "_experts_implementation"):
+        try:
+            setattr(config, attr, "eager")
+        except Exception:
+            pass
+
+
 def build_hf_model(tc: dict, sd: dict):
     """transformers Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM in float32 (eager attention)."""
     import transformers as T
     tc = dict(tc)
     moe = bool(tc.get("num_experts"))
-    tc["model_type"] = "qwen3_5_moe_text" if moe else "qwen3_5_text"
-    for drop in ("architectures", "transformers_version", "dtype", "torch_dtype"):
+    for drop in ("architectures", "transformers_version", "dtype", "torch_dtype", "model_type"):
         tc.pop(drop, None)
     Cfgcls = T.Qwen3_5MoeTextConfig if moe else T.Qwen3_5TextConfig
     Mcls = T.Qwen3_5MoeForCausalLM if moe else T.Qwen3_5ForCausalLM
     config = Cfgcls(**tc)
-    config._attn_implementation = "eager"
-    try:
-        config._experts_implementation = "eager"
-    except Exception:
-        pass
+    eagerize(config)
     model = Mcls(config).float().eval()
+    eagerize(model.config)
     main = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
     res = model.load_state_dict(main, strict=False)
     missing = [k for k in res.missing_keys if not (k == "lm_head.weight" and config.tie_word_embeddings)]

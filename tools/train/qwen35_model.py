@@ -471,8 +471,9 @@ class Qwen35(nn.Module):
         pos = torch.arange(T, device=ids.device)
         cos, sin = rope_tables(pos, c.rotary_dim, c.rope_theta)
         x = self.model.embed_tokens(ids)
+        eager = getattr(self, "eager", False)
         for layer in self.model.layers:
-            x = layer(x, cos, sin)
+            x = layer.forward(x, cos, sin) if eager else layer(x, cos, sin)
         return self.model.norm(x)
 
     def mtp_chain(self, h, ids, steps: int, feed=None):

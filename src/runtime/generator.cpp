@@ -1,0 +1,72 @@
+// Generator: the plain serial decoding loop over the reference model.
+#include "runtime/generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/error.h"
+
+namespace mere {
+
+namespace {
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+GenerationStats Generator::run(std::span<const int32_t> prompt, const SamplingParams& params,
+                               std::span<const TokenId> eos_ids, int64_t context_limit,
+                               const std::function<bool(int32_t)>& on_token) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelConfig& c = model_.config();
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  MERE_CHECK(P > 0, "generate", "empty prompt: at least one token is needed");
+  context_limit = std::min(context_limit, c.max_position_embeddings);
+  MERE_CHECK(P < context_limit, "generate", "prompt of ", P, " tokens does not fit the context of ", context_limit,
+             " tokens (at least one token must be generated)");
+  for (int32_t id : prompt)
+    MERE_CHECK(id >= 0 && id < c.vocab_size, "generate", "token id ", id, " out of range: vocabulary has ", c.vocab_size);
+  params.validate("generate");
+
+  int64_t budget = context_limit - P;
+  if (params.max_tokens) budget = std::min(budget, *params.max_tokens);
+
+  GenerationStats st;
+  st.prompt_tokens = P;
+  Rng rng = Rng::from_request(params.seed);
+  st.seed = rng.seed();
+  Sampler sampler(params, static_cast<size_t>(c.vocab_size));
+  SequenceMemory mem = model_.new_memory();
+  std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+  std::vector<int32_t> generated;
+
+  model_.forward(prompt.data(), P, mem, nullptr, logits.data(), LogitsMode::Last);
+  st.prefill_seconds = since(t0);
+  const auto t_decode = std::chrono::steady_clock::now();
+  st.finish_reason = "length";
+  while (static_cast<int64_t>(generated.size()) < budget) {
+    const int32_t id = sampler.sample(logits, TokenHistory{prompt, generated}, rng);
+    if (generated.empty()) st.ttft_seconds = since(t0);
+    const bool is_eos = !params.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end();
+    const bool is_stop = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), id) != params.stop_token_ids.end();
+    if (is_eos || is_stop) {
+      st.finish_reason = "stop";
+      break;
+    }
+    generated.push_back(id);
+    if (!on_token(id)) {
+      st.finish_reason = "stop";
+      break;
+    }
+    if (static_cast<int64_t>(generated.size()) >= budget) break;
+    model_.forward(&id, 1, mem, nullptr, logits.data(), LogitsMode::Last);
+  }
+  st.generated_tokens = static_cast<int64_t>(generated.size());
+  st.decode_seconds = since(t_decode);
+  st.total_seconds = since(t0);
+  if (st.ttft_seconds == 0) st.ttft_seconds = st.total_seconds;
+  return st;
+}
+
+}  // namespace mere
