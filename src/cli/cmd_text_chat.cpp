@@ -23,6 +23,7 @@ struct ChatSession {
   const ChatTemplate& tmpl;
   const GenerationConfig& gc;
   SamplingParams params;
+  SpeculationOptions spec;
   ChatRenderOptions render;
   int64_t context;
   bool stream, json, stats;
@@ -60,7 +61,7 @@ struct ChatSession {
       std::fflush(stdout);
     };
     TextResult r = generate_text(model, tok, gc.eos_token_ids, ids, params, context,
-                                 [&](std::string_view s) { show(rs.push(s)); });
+                                 [&](std::string_view s) { show(rs.push(s)); }, spec);
     show(rs.finish());
     if (shown_reasoning_header) std::fputs("\x1b[0m", stdout);
     ReasoningSplit split = split_reasoning(r.text, in_think);
@@ -101,8 +102,8 @@ int run_text_chat(const Args& a) {
   const Tokenizer tok = Tokenizer::from_dir(dir);
   const ChatTemplate tmpl = ChatTemplate::from_model_dir(dir);
   const GenerationConfig gc = GenerationConfig::load(dir);
-  auto model = Qwen35Model::load(dir);
-  ChatSession s{*model, tok, tmpl, gc, gc.resolve(sampling_overrides(a)), {}, a.get_int("context", model->config().max_position_embeddings),
+  auto model = Qwen35Model::load(dir, a.get("backend", "cpu"));
+  ChatSession s{*model, tok, tmpl, gc, gc.resolve(sampling_overrides(a)), speculation_options(a), {}, a.get_int("context", model->config().max_position_embeddings),
                 a.flag("stream"), a.flag("json"), a.flag("stats")};
   if (a.flag("thinking")) s.render.enable_thinking = true;
   if (a.flag("no-thinking")) s.render.enable_thinking = false;

@@ -19,7 +19,7 @@ int run_text_generate(const Args& a) {
   const Tokenizer tok = Tokenizer::from_dir(dir);
   const GenerationConfig gc = GenerationConfig::load(dir);
   const SamplingParams params = gc.resolve(sampling_overrides(a));
-  auto model = Qwen35Model::load(dir);
+  auto model = Qwen35Model::load(dir, a.get("backend", "cpu"));
   EncodeInfo info;
   std::vector<int32_t> ids = tok.encode(prompt, EncodeOptions{}, &info);
   if (info.invalid_utf8)
@@ -42,7 +42,7 @@ int run_text_generate(const Args& a) {
     std::fputs(prompt.c_str(), stdout);
     std::fflush(stdout);
   }
-  TextResult r = generate_text(*model, tok, gc.eos_token_ids, ids, params, ctx, on_text);
+  TextResult r = generate_text(*model, tok, gc.eos_token_ids, ids, params, ctx, on_text, speculation_options(a));
   if (json) {
     Json j = result_json(r);
     j["prompt"] = prompt;

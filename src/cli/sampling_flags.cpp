@@ -19,6 +19,11 @@ std::vector<Flag> sampling_flags() {
       {"stop", "TEXT", "stop string (repeatable)", ""},
       {"ignore-eos", "", "keep generating past EOS", ""},
       {"context", "N", "context limit in tokens", "the model's max_position_embeddings"},
+      {"mtp", "", "force MTP speculation (MERERUN_Q35_MTP_SPECULATION=1)", "the model's default"},
+      {"no-mtp", "", "disable MTP speculation", ""},
+      {"mtp-block-size", "B", "verification block size (1 + up to B-1 drafts)", "8 dense 27B, 4 otherwise"},
+      {"mtp-depth", "D", "always draft D tokens instead of the adaptive depth", ""},
+      {"backend", "NAME", "compute backend: cpu or ref", "cpu"},
   };
 }
 
@@ -40,6 +45,25 @@ SamplingOverrides sampling_overrides(const Args& a) {
   o.stop = a.get_all("stop");
   o.ignore_eos = a.flag("ignore-eos");
   return o;
+}
+
+SpeculationOptions speculation_options(const Args& a) {
+  SpeculationOptions s = SpeculationOptions::from_env();
+  MERE_CHECK(!(a.flag("mtp") && a.flag("no-mtp")), "cli", "--mtp and --no-mtp contradict each other");
+  if (a.flag("mtp")) s.mode = SpeculationOptions::Mode::Forced;
+  if (a.flag("no-mtp")) s.mode = SpeculationOptions::Mode::Off;
+  if (a.has("mtp-block-size")) {
+    const int64_t b = a.get_int("mtp-block-size", 4);
+    MERE_CHECK(b >= 2 && b <= 9, "cli", "--mtp-block-size must be in [2, 9], got ", b);
+    s.block_size = static_cast<int>(b);
+  }
+  if (a.has("mtp-depth")) {
+    const int64_t d = a.get_int("mtp-depth", 1);
+    MERE_CHECK(d >= 1 && d <= 8, "cli", "--mtp-depth must be in [1, 8], got ", d);
+    s.forced_depth = static_cast<int>(d);
+    if (s.mode == SpeculationOptions::Mode::Auto) s.mode = SpeculationOptions::Mode::Forced;
+  }
+  return s;
 }
 
 }  // namespace mere::cli

@@ -5,10 +5,13 @@
 
 #include "cli/command.h"
 #include "model/generation_config.h"
+#include "runtime/generator.h"
 
 namespace mere::cli {
 
 std::vector<Flag> sampling_flags();
 SamplingOverrides sampling_overrides(const Args& a);
+// MERERUN_Q35_* from the environment, then --mtp / --no-mtp / --mtp-block-size / --mtp-depth.
+SpeculationOptions speculation_options(const Args& a);
 
 }  // namespace mere::cli

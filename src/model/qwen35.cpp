@@ -36,6 +36,10 @@ void Qwen35Model::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, fl
   vector<float> x(sz(T * H));
   backend_->embed(w_.embed, ids, T, x.data());
   const int64_t pos0 = mem.length();
+  if (opt.trace) {
+    opt.trace->layers.resize(sz(cfg_.num_layers));
+    opt.trace->rows = T;
+  }
   for (int64_t i = 0; i < cfg_.num_layers; ++i) {
     const LayerWeights& L = w_.layers[sz(i)];
     decoder_layer(L, i, x.data(), T, mem, L.kind == LayerKind::Full ? &mem.kv(i) : nullptr, pos0, opt);
@@ -49,7 +53,7 @@ void Qwen35Model::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, fl
 }
 
 void Qwen35Model::mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem,
-                              float* mtp_hidden, float* logits) const {
+                              float* mtp_hidden, float* logits, LogitsMode mode) const {
   MERE_CHECK(w_.mtp.present, "mtp", "this checkpoint has no MTP weights (mtp.*)");
   const int64_t H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
@@ -67,7 +71,24 @@ void Qwen35Model::mtp_forward(const float* hidden, const int32_t* ids, int64_t T
   vector<float> out(sz(T * H));
   ops::rms_norm(u.data(), m.norm.data(), T, H, eps, out.data());
   if (mtp_hidden) std::copy(out.begin(), out.end(), mtp_hidden);
-  if (logits) backend_->linear(w_.lm_head, out.data(), T, logits);
+  if (logits && mode == LogitsMode::All) backend_->linear(w_.lm_head, out.data(), T, logits);
+  if (logits && mode == LogitsMode::Last) backend_->linear(w_.lm_head, out.data() + (T - 1) * H, 1, logits);
+}
+
+void Qwen35Model::replay_gdn(const GdnTrace& trace, int64_t n, SequenceMemory& mem) const {
+  MERE_CHECK(n >= 0 && n <= trace.rows, "replay", "cannot replay ", n, " of ", trace.rows, " traced rows");
+  if (n == 0) return;
+  const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel;
+  const int64_t Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim, Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
+  vector<float> scratch(sz(std::max(C, n * Hv * Dv)));
+  for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+    if (cfg_.layer_types[sz(i)] != LayerKind::Linear) continue;
+    const GdnTrace::Layer& L = trace.layers[sz(i)];
+    GdnState& st = mem.gdn(i);
+    for (int64_t t = 0; t < n; ++t) ops::conv_step(st.conv.data(), w_.layers[sz(i)].gdn.conv.data(), L.raw.data() + t * C, C, K, scratch.data());
+    backend_->gated_delta(st.S.data(), L.q.data(), L.k.data(), L.v.data(), L.g.data(), L.beta.data(), n, Hk, Hv, Dk, Dv,
+                          /*chunked=*/false, ForwardOptions::kChunk, scratch.data());
+  }
 }
 
 void Qwen35Model::decoder_layer(const LayerWeights& L, int64_t layer, float* x, int64_t T, SequenceMemory& mem,
@@ -77,7 +98,9 @@ void Qwen35Model::decoder_layer(const LayerWeights& L, int64_t layer, float* x, 
   vector<float> n(sz(T * H)), o(sz(T * H));
   ops::rms_norm(x, L.input_norm.data(), T, H, eps, n.data());
   if (L.kind == LayerKind::Full) attention_block(L.attn, *kv, n.data(), T, pos0, o.data());
-  else gdn_block(L.gdn, mem.gdn(layer), n.data(), T, opt, o.data());
+  else
+    gdn_block(L.gdn, mem.gdn(layer), n.data(), T, opt,
+              opt.trace && layer >= 0 ? &opt.trace->layers[sz(layer)] : nullptr, o.data());
   for (int64_t i = 0; i < T * H; ++i) x[i] += o[sz(i)];
   ops::rms_norm(x, L.post_norm.data(), T, H, eps, n.data());
   ffn_block(L, n.data(), T, o.data());
@@ -117,7 +140,7 @@ void Qwen35Model::attention_block(const AttnWeights& a, KvCache& kv, const float
 }
 
 void Qwen35Model::gdn_block(const GdnWeights& g, GdnState& st, const float* x, int64_t T, const ForwardOptions& opt,
-                            float* out) const {
+                            GdnTrace::Layer* trace, float* out) const {
   const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel;
   const int64_t Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim, Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
   const int64_t kd = Hk * Dk;
@@ -152,6 +175,16 @@ void Qwen35Model::gdn_block(const GdnWeights& g, GdnState& st, const float* x, i
                  (opt.gdn == ForwardOptions::Gdn::Auto && T > ForwardOptions::kMaxRecurrentRows);
   vector<float> v(sz(T * Hv * Dv)), core(sz(T * Hv * Dv)), o(sz(T * Hv * Dv));
   for (int64_t t = 0; t < T; ++t) std::copy_n(mixed.data() + t * C + 2 * kd, Hv * Dv, v.data() + t * Hv * Dv);
+  if (trace) {
+    MERE_CHECK(!chunked, "forward", "GatedDeltaNet tracing needs the recurrent algorithm (T <= ",
+               ForwardOptions::kMaxRecurrentRows, " or Gdn::Recurrent)");
+    trace->raw = raw;
+    trace->q = q;
+    trace->k = k;
+    trace->v = v;
+    trace->g = gate;
+    trace->beta = beta;
+  }
   backend_->gated_delta(st.S.data(), q.data(), k.data(), v.data(), gate.data(), beta.data(), T, Hk, Hv, Dk, Dv, chunked,
                         ForwardOptions::kChunk, core.data());
   for (int64_t t = 0; t < T; ++t)

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "io/safetensors.h"
@@ -15,10 +16,25 @@ namespace mere {
 
 enum class LogitsMode { None, Last, All };
 
+// Per-row inputs of every GatedDeltaNet layer during a (verification) pass, so the recurrent and
+// conv state of an accepted prefix can be rebuilt by replaying those rows with the same kernel
+// (mtp.md §3 "save the row inputs and replay") instead of a second target pass.
+struct GdnTrace {
+  struct Layer {
+    std::vector<float> raw;      // [T, C] conv inputs (pre-conv in_proj_qkv output)
+    std::vector<float> q, k;     // [T, Hk, Dk] normalised (q scaled)
+    std::vector<float> v;        // [T, Hv, Dv]
+    std::vector<float> g, beta;  // [T, Hv]
+  };
+  std::vector<Layer> layers;  // by layer index; empty for full-attention layers
+  int64_t rows = 0;
+};
+
 struct ForwardOptions {
   // GatedDeltaNet algorithm for multi-token calls. Auto: recurrent for T <= kMaxRecurrentRows (the
   // verification widths, so a width-k pass equals k single steps bitwise), chunked above.
   enum class Gdn { Auto, Recurrent, Chunked } gdn = Gdn::Auto;
+  GdnTrace* trace = nullptr;  // when set, GatedDeltaNet inputs are recorded (recurrent mode only)
   static constexpr int64_t kMaxRecurrentRows = 16;
   static constexpr int64_t kChunk = 64;
 };
@@ -44,14 +60,18 @@ class Qwen35Model {
   // hidden: [T, H] (main post-final-norm hidden, or the previous MTP output when chaining);
   // mtp_hidden: [T, H] post-mtp.norm output (may be null); logits: [T, V] (may be null)
   void mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem, float* mtp_hidden,
-                   float* logits) const;
+                   float* logits, LogitsMode mode = LogitsMode::All) const;
+
+  // After mem.rollback_keep(cp, n): applies the first n traced rows to the GatedDeltaNet states.
+  void replay_gdn(const GdnTrace& trace, int64_t n, SequenceMemory& mem) const;
 
  private:
   Qwen35Model() = default;
   void decoder_layer(const LayerWeights& L, int64_t layer, float* x, int64_t T, SequenceMemory& mem, KvCache* kv,
                      int64_t pos0, const ForwardOptions& opt) const;
   void attention_block(const AttnWeights& a, KvCache& kv, const float* x, int64_t T, int64_t pos0, float* out) const;
-  void gdn_block(const GdnWeights& g, GdnState& st, const float* x, int64_t T, const ForwardOptions& opt, float* out) const;
+  void gdn_block(const GdnWeights& g, GdnState& st, const float* x, int64_t T, const ForwardOptions& opt,
+                 GdnTrace::Layer* trace, float* out) const;
   void ffn_block(const LayerWeights& L, const float* x, int64_t T, float* out) const;
 
   std::string dir_;

@@ -139,6 +139,13 @@ Json synth_tokenizer_json(const SynthTokenizerLayout& layout) {
   model["ignore_merges"] = false;
   Json vocab = Json::object();
   for (int b = 0; b < 256; ++b) vocab.as_object().emplace_back(byte_level_char(static_cast<uint8_t>(b)), Json(b));
+  // Hugging Face tokenizers renumbers added tokens that are not in the model vocab to the next free
+  // ids, so specials placed after a gap (the real 248044.. ids) must also be vocab entries.
+  bool contiguous = true;
+  for (size_t i = 0; i < layout.specials.size(); ++i)
+    contiguous = contiguous && layout.specials[i].second == 256 + static_cast<int64_t>(i);
+  if (!contiguous)
+    for (const auto& [content, id] : layout.specials) vocab.as_object().emplace_back(content, Json(id));
   model["vocab"] = std::move(vocab);
   model["merges"] = Json::array();
   t["model"] = std::move(model);

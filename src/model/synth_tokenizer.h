@@ -1,7 +1,8 @@
 // The byte-level tokenizer that synthetic checkpoints ship: 256 byte tokens (GPT-2 byte-to-unicode
 // alphabet, id = byte value, no merges) plus seven special tokens as added tokens, with the
 // Qwen3.5 split regex, NFC normaliser and ByteLevel decoder, so every text command can run on a
-// synthetic model. Special ids are the real Qwen3.5 ones when the vocab is the real 248320.
+// synthetic model. Special ids are the real Qwen3.5 ones when the vocab is the real 248320 (then
+// they are also model-vocab entries, which Hugging Face tokenizers needs to keep ids after a gap).
 #pragma once
 #include <cstdint>
 #include <string>

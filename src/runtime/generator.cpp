@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "runtime/speculative.h"
 
 namespace mere {
 
@@ -17,7 +18,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 GenerationStats Generator::run(std::span<const int32_t> prompt, const SamplingParams& params,
                                std::span<const TokenId> eos_ids, int64_t context_limit,
-                               const std::function<bool(int32_t)>& on_token) {
+                               const std::function<bool(int32_t)>& on_token, const SpeculationOptions& spec) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = model_.config();
   const int64_t P = static_cast<int64_t>(prompt.size());
@@ -41,26 +42,40 @@ GenerationStats Generator::run(std::span<const int32_t> prompt, const SamplingPa
   std::vector<float> logits(static_cast<size_t>(c.vocab_size));
   std::vector<int32_t> generated;
 
-  model_.forward(prompt.data(), P, mem, nullptr, logits.data(), LogitsMode::Last);
+  const ResolvedSpeculation rs = resolve_speculation(spec, model_, params);
+  std::vector<float> prompt_hidden;
+  if (rs.enabled) prompt_hidden.resize(static_cast<size_t>(P * c.hidden_size));
+  model_.forward(prompt.data(), P, mem, rs.enabled ? prompt_hidden.data() : nullptr, logits.data(), LogitsMode::Last);
   st.prefill_seconds = since(t0);
   const auto t_decode = std::chrono::steady_clock::now();
   st.finish_reason = "length";
-  while (static_cast<int64_t>(generated.size()) < budget) {
-    const int32_t id = sampler.sample(logits, TokenHistory{prompt, generated}, rng);
-    if (generated.empty()) st.ttft_seconds = since(t0);
-    const bool is_eos = !params.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end();
-    const bool is_stop = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), id) != params.stop_token_ids.end();
-    if (is_eos || is_stop) {
-      st.finish_reason = "stop";
-      break;
+  bool first = true;
+  auto on_token_timed = [&](int32_t id) {
+    if (first) st.ttft_seconds = since(t0);
+    first = false;
+    return on_token(id);
+  };
+  if (rs.enabled) {
+    SpeculativeRequest req{prompt, &params, eos_ids, budget, context_limit};
+    decode_speculative(model_, rs, spec, req, mem, prompt_hidden, logits, sampler, rng, generated, on_token_timed, st);
+  } else {
+    while (static_cast<int64_t>(generated.size()) < budget) {
+      const int32_t id = sampler.sample(logits, TokenHistory{prompt, generated}, rng);
+      const bool is_eos = !params.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end();
+      const bool is_stop =
+          std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), id) != params.stop_token_ids.end();
+      if (is_eos || is_stop) {
+        st.finish_reason = "stop";
+        break;
+      }
+      generated.push_back(id);
+      if (!on_token_timed(id)) {
+        st.finish_reason = "stop";
+        break;
+      }
+      if (static_cast<int64_t>(generated.size()) >= budget) break;
+      model_.forward(&id, 1, mem, nullptr, logits.data(), LogitsMode::Last);
     }
-    generated.push_back(id);
-    if (!on_token(id)) {
-      st.finish_reason = "stop";
-      break;
-    }
-    if (static_cast<int64_t>(generated.size()) >= budget) break;
-    model_.forward(&id, 1, mem, nullptr, logits.data(), LogitsMode::Last);
   }
   st.generated_tokens = static_cast<int64_t>(generated.size());
   st.decode_seconds = since(t_decode);

@@ -25,9 +25,9 @@ bool ranks_before(const std::pair<float, TokenId>& a, const std::pair<float, Tok
 
 // e^x for x <= 0 (-inf gives 0), in plain arithmetic the compiler vectorizes (libm's expf is a
 // scalar call and dominated the full-vocabulary path). Cephes expf: x = n ln2 + r, |r| <= ln2/2, a
-// polynomial for e^r, scaled by 2^n through the exponent bits; results below 2^-126 flush to 0.
-// Relative error below 3e-7 (tested against std::exp). Clamps are integer selects: a float
-// compare-select would block vectorization under -ftrapping-math.
+// polynomial for e^r, scaled by 2^n through the exponent bits. Relative error below 1e-7 on
+// [-87, 0] (against double exp); below about -87.3 (n < -126) the result is 0. Clamps are integer
+// selects: a float compare-select would block vectorization under -ftrapping-math.
 inline float exp_nonpositive(float x) {
   // For x <= 0 (and -inf) the bit patterns order like -x, so an unsigned min clamps x to >= -100.
   const uint32_t bits = std::bit_cast<uint32_t>(x), lim = std::bit_cast<uint32_t>(-100.0f);
@@ -317,7 +317,9 @@ std::pair<float, TokenId> Sampler::top_p_cutoff(size_t n) {
   constexpr int kShift = 20;                         // keep exponent + 3 mantissa bits
   constexpr size_t kBuckets = (0x3F800000u >> kShift) + 1;  // bits(1.0f) is the largest weight
   bucket_mass_.assign(kBuckets, 0.0);
-  auto bucket = [](float w) { return std::bit_cast<uint32_t>(w) >> kShift; };
+  auto bucket = [](float w) {  // weights are <= 1; the min() only guards the array
+    return std::min<uint32_t>(std::bit_cast<uint32_t>(w) >> kShift, kBuckets - 1);
+  };
   for (size_t i = 0; i < n; ++i)
     if (weights_[i] > 0) bucket_mass_[bucket(weights_[i])] += weights_[i];
   const double total = lane_sum(weights_.data(), n);

@@ -52,6 +52,15 @@ void SequenceMemory::rollback(const Checkpoint& cp) {
   gdn_ = cp.gdn;
 }
 
+void SequenceMemory::rollback_keep(const Checkpoint& cp, int64_t n) {
+  MERE_CHECK(n >= 0 && cp.length + n <= length_ && cp.gdn.size() == gdn_.size(), "sequence-memory", "cannot keep ", n,
+             " rows after a checkpoint at ", cp.length, " (length ", length_, ")");
+  length_ = cp.length + n;
+  for (auto& kv : kv_)
+    if (kv.nkv) kv.truncate(length_);
+  gdn_ = cp.gdn;
+}
+
 void SequenceMemory::reset() {
   length_ = 0;
   for (auto& kv : kv_)

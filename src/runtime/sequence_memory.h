@@ -45,6 +45,10 @@ class SequenceMemory {
   };
   Checkpoint checkpoint() const;
   void rollback(const Checkpoint& cp);
+  // Keeps the first n rows appended since cp in the KV caches (they were computed from the same
+  // inputs) and restores the recurrent state of cp; the caller then replays n rows of GatedDeltaNet
+  // (Qwen35Model::replay_gdn). The MTP cache is left alone.
+  void rollback_keep(const Checkpoint& cp, int64_t n);
   SequenceMemory fork() const { return *this; }  // deep copy: the fork shares nothing with its parent
   void reset();
 

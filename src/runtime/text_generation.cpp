@@ -7,7 +7,7 @@ namespace mere {
 
 TextResult generate_text(const Qwen35Model& model, const Tokenizer& tok, std::span<const TokenId> eos_ids,
                          std::span<const int32_t> prompt_ids, const SamplingParams& params, int64_t context_limit,
-                         const std::function<void(std::string_view)>& on_text) {
+                         const std::function<void(std::string_view)>& on_text, const SpeculationOptions& spec) {
   TextResult r;
   StreamDecoder dec(tok, /*skip_special=*/false);
   StopMatcher stop(params.stop, {});
@@ -21,7 +21,7 @@ TextResult generate_text(const Qwen35Model& model, const Tokenizer& tok, std::sp
     r.ids.push_back(id);
     emit(stop.push(dec.push(id)));
     return !stop.stopped();
-  });
+  }, spec);
   if (!stop.stopped()) {
     emit(stop.push(dec.finish()));
     if (!stop.stopped()) emit(stop.flush());

@@ -23,6 +23,7 @@ struct TextResult {
 
 TextResult generate_text(const Qwen35Model& model, const Tokenizer& tok, std::span<const TokenId> eos_ids,
                          std::span<const int32_t> prompt_ids, const SamplingParams& params, int64_t context_limit,
-                         const std::function<void(std::string_view)>& on_text);
+                         const std::function<void(std::string_view)>& on_text,
+                         const SpeculationOptions& spec = SpeculationOptions::off());
 
 }  // namespace mere

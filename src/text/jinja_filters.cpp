@@ -212,6 +212,7 @@ Value f_round(const Value& v, CallArgs& a) {
   if (method == "ceil") return Value::number(std::ceil(x * scale) / scale);
   if (method == "floor") return Value::number(std::floor(x * scale) / scale);
   if (method != "common") raise("filter 'round': method must be 'common', 'ceil' or 'floor'");
+  if (!v.is_float() && precision >= 0) return Value::integer(v.is_bool() ? v.as_bool() : v.as_int());  // round(int) is an int
   if (precision <= 0)  // Python round(): half to even (the default FP rounding mode)
     return Value::number(std::nearbyint(x * scale) / scale);
   char buf[512];  // printf rounds the exact binary value, as Python's round(x, n) does
@@ -413,10 +414,11 @@ Value f_indent(const Value& v, CallArgs& a) {
   return Value::string(std::move(out));
 }
 
+// Jinja2's attr() reads an attribute, not an item: dict keys are not attributes (members are).
 Value f_attr(const Value& v, CallArgs& a) {
   auto name = opt_string(a, 0, "name");
   if (!name) raise("filter 'attr': expected an attribute name");
-  if (v.is_mapping_like()) {
+  if (v.is_namespace()) {
     const Value* f = v.as_object().find(*name);
     return f ? *f : Value();
   }

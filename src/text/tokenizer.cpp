@@ -4,7 +4,8 @@
 #include "text/tokenizer.h"
 
 #include <algorithm>
-#include <deque>
+#include <array>
+#include <memory>
 #include <fstream>
 #include <mutex>
 #include <queue>
@@ -138,6 +139,19 @@ struct Piece {
   int32_t id;  // -1: text
 };
 
+// Buffers reused across the pieces of one encode() call.
+struct Scratch {
+  std::vector<Piece> pieces;
+  std::vector<std::tuple<size_t, size_t, int>> added_matches;
+  std::string normalized;
+  std::vector<std::string_view> splits, next;
+  std::vector<std::pair<size_t, size_t>> regex_matches;
+  std::vector<std::tuple<size_t, size_t, bool>> matches;
+  std::vector<std::pair<std::pair<size_t, size_t>, bool>> parts;  // (offsets, remove)
+  std::vector<std::unique_ptr<std::string>> arena;                // prefixed splits (add_prefix_space)
+  std::vector<int32_t> syms;
+};
+
 }  // namespace
 
 struct Tokenizer::Impl {
@@ -175,11 +189,12 @@ struct Tokenizer::Impl {
   void load_post_processor(const Json& p);
   void check_decoder(const Json& d);
 
-  void split_added(std::string_view s, const AddedMatcher& m, bool parse_special, std::vector<Piece>& out) const;
-  void encode_text(std::string_view piece, std::vector<int32_t>& ids) const;
-  void pre_tokenize(std::string_view piece, std::vector<std::string_view>& splits, std::deque<std::string>& arena) const;
-  void bpe_cached(std::string_view word, std::vector<int32_t>& ids) const;
-  void bpe(std::string_view word, std::vector<int32_t>& out) const;
+  void split_added(std::string_view s, const AddedMatcher& m, bool parse_special, Scratch& sc,
+                   std::vector<Piece>& out) const;
+  void encode_text(std::string_view piece, Scratch& sc, std::vector<int32_t>& ids) const;
+  void pre_tokenize(std::string_view piece, Scratch& sc) const;
+  void bpe_cached(std::string_view word, Scratch& sc, std::vector<int32_t>& ids) const;
+  void bpe(std::string_view word, Scratch& sc, std::vector<int32_t>& out) const;
   void merge_simple(std::vector<int32_t>& syms) const;
   void merge_heap(std::vector<int32_t>& syms) const;
 
@@ -453,13 +468,15 @@ void Tokenizer::Impl::check_decoder(const Json& d) {
 
 // ------------------------------------------------------------------ encoding
 
-void Tokenizer::Impl::split_added(std::string_view s, const AddedMatcher& m, bool parse_special,
+void Tokenizer::Impl::split_added(std::string_view s, const AddedMatcher& m, bool parse_special, Scratch& sc,
                                   std::vector<Piece>& out) const {
+  out.clear();
   if (m.empty) {
     out.push_back({0, s.size(), -1});
     return;
   }
-  std::vector<std::tuple<size_t, size_t, int>> matches;
+  auto& matches = sc.added_matches;
+  matches.clear();
   m.find(s, matches);
   size_t offset = 0;
   for (auto [start, stop, idx] : matches) {
@@ -539,21 +556,21 @@ void find_matches(const PreTokenizer& t, const text::Regex* re, std::string_view
 
 }  // namespace
 
-void Tokenizer::Impl::pre_tokenize(std::string_view piece, std::vector<std::string_view>& splits,
-                                   std::deque<std::string>& arena) const {
+void Tokenizer::Impl::pre_tokenize(std::string_view piece, Scratch& sc) const {
+  auto& splits = sc.splits;
+  auto& next = sc.next;
+  auto& tmp = sc.regex_matches;
+  auto& matches = sc.matches;
+  auto& parts = sc.parts;
   splits.clear();
   splits.push_back(piece);
-  std::vector<std::string_view> next;
-  std::vector<std::pair<size_t, size_t>> tmp;
-  std::vector<std::tuple<size_t, size_t, bool>> matches;
-  std::vector<std::pair<std::pair<size_t, size_t>, bool>> parts;  // (offsets, remove)
   for (const PreTokenizer& t : pre) {
     next.clear();
     for (std::string_view s : splits) {
       if (t.kind == PreTokenizer::ByteLevel) {
         if (t.add_prefix_space && (s.empty() || s[0] != ' ')) {
-          arena.push_back(" " + std::string(s));
-          s = arena.back();
+          sc.arena.push_back(std::make_unique<std::string>(" " + std::string(s)));
+          s = *sc.arena.back();
         }
         if (!t.regex) {
           if (!s.empty()) next.push_back(s);
@@ -607,26 +624,28 @@ void Tokenizer::Impl::pre_tokenize(std::string_view piece, std::vector<std::stri
   }
 }
 
-void Tokenizer::Impl::encode_text(std::string_view piece, std::vector<int32_t>& ids) const {
-  std::string normalized;
-  if (nfc && unicode::nfc(piece, normalized)) piece = normalized;
+void Tokenizer::Impl::encode_text(std::string_view piece, Scratch& sc, std::vector<int32_t>& ids) const {
+  if (nfc && unicode::nfc(piece, sc.normalized)) piece = sc.normalized;
+  if (norm_matcher.empty) {
+    pre_tokenize(piece, sc);
+    for (std::string_view w : sc.splits) bpe_cached(w, sc, ids);
+    return;
+  }
   std::vector<Piece> parts;
-  split_added(piece, norm_matcher, true, parts);
-  std::vector<std::string_view> splits;
-  std::deque<std::string> arena;
+  split_added(piece, norm_matcher, true, sc, parts);
   for (const Piece& p : parts) {
     if (p.id >= 0) {
       ids.push_back(p.id);
       continue;
     }
-    pre_tokenize(piece.substr(p.begin, p.end - p.begin), splits, arena);
-    for (std::string_view w : splits) bpe_cached(w, ids);
+    pre_tokenize(piece.substr(p.begin, p.end - p.begin), sc);
+    for (std::string_view w : sc.splits) bpe_cached(w, sc, ids);
   }
 }
 
-void Tokenizer::Impl::bpe_cached(std::string_view word, std::vector<int32_t>& ids) const {
+void Tokenizer::Impl::bpe_cached(std::string_view word, Scratch& sc, std::vector<int32_t>& ids) const {
   if (word.size() >= kCacheMaxWord) {
-    bpe(word, ids);
+    bpe(word, sc, ids);
     return;
   }
   {
@@ -638,13 +657,13 @@ void Tokenizer::Impl::bpe_cached(std::string_view word, std::vector<int32_t>& id
     }
   }
   size_t before = ids.size();
-  bpe(word, ids);
+  bpe(word, sc, ids);
   std::unique_lock lock(cache_mu, std::try_to_lock);
   if (lock.owns_lock() && cache.size() < kCacheCapacity)
     cache.emplace(std::string(word), std::vector<int32_t>(ids.begin() + before, ids.end()));
 }
 
-void Tokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>& out) const {
+void Tokenizer::Impl::bpe(std::string_view word, Scratch& sc, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   if (ignore_merges) {
     auto it = bytes_to_id.find(word);
@@ -653,8 +672,8 @@ void Tokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>& out) cons
       return;
     }
   }
-  std::vector<int32_t> syms;
-  syms.reserve(word.size());
+  std::vector<int32_t>& syms = sc.syms;
+  syms.clear();
   bool prev_unk = false;
   for (unsigned char b : word) {
     int32_t id = byte_id[b];
@@ -788,11 +807,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   if (options.add_special) ids.insert(ids.end(), m.post_prefix.begin(), m.post_prefix.end());
-  std::vector<Piece> parts;
-  m.split_added(text, m.raw_matcher, options.parse_special, parts);
-  for (const Piece& p : parts) {
+  thread_local Scratch sc;  // buffers keep their capacity across calls; encode() never re-enters
+  sc.arena.clear();
+  m.split_added(text, m.raw_matcher, options.parse_special, sc, sc.pieces);
+  for (const Piece& p : sc.pieces) {
     if (p.id >= 0) ids.push_back(p.id);
-    else m.encode_text(text.substr(p.begin, p.end - p.begin), ids);
+    else m.encode_text(text.substr(p.begin, p.end - p.begin), sc, ids);
   }
   if (options.add_special) ids.insert(ids.end(), m.post_suffix.begin(), m.post_suffix.end());
   return ids;

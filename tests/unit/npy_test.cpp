@@ -51,7 +51,7 @@ TEST(Npy, PreambleMatchesNumpy) {
   std::string p = mere::npy_preamble("<f4", {2, 3});
   EXPECT_EQ(p.size() % 64, 0u);
   EXPECT_EQ(p.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
-  EXPECT_EQ(p.substr(10, 58), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
+  EXPECT_EQ(p.substr(10, 59), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
   EXPECT_EQ(p.back(), '\n');
   EXPECT_NE(mere::npy_preamble("<i4", {7}).find("'shape': (7,), }"), std::string::npos);
   EXPECT_NE(mere::npy_preamble("<f4", {}).find("'shape': (), }"), std::string::npos);

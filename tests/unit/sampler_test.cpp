@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -136,7 +137,9 @@ std::vector<Case> cases() {
   all.repetition_penalty = 1.2f;
   all.frequency_penalty = -0.2f;
   c.push_back({"combined", all, {3}, {6, 6}});
-  c.push_back({"masked", make(1.0f), {}, {6}, 5});
+  SamplingParams masked = make(1.0f);
+  masked.repetition_penalty = 1.3f;  // history ids beyond the limit are ignored, not an error
+  c.push_back({"masked", masked, {7}, {6, 2}, 5});
   return c;
 }
 
@@ -294,6 +297,28 @@ TEST(Sampler, MinPIsRelativeToTheMaximum) {
   EXPECT_EQ(one.ids, (std::vector<TokenId>{1}));
 }
 
+TEST(Sampler, WeightsFollowExp) {
+  // Two tokens at temperature 1: p1 / p0 = e^(l1 - l0). Checks the vectorized exp over its range
+  // (relative error of the ratio, normalisation included, within 1e-6) and the flush below e^-87.
+  Rng rng(8);
+  double worst = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const float x = -80.0f * rng.uniform_float();
+    const std::vector<float> l = {0.0f, x};
+    const TokenDistribution d = process_logits(l, {}, make(1.0f));
+    ASSERT_EQ(d.size(), 2u);
+    const double ratio = static_cast<double>(d.probs[1]) / d.probs[0];
+    worst = std::max(worst, std::fabs(ratio / std::exp(static_cast<double>(x)) - 1));
+  }
+  EXPECT_LT(worst, 1e-6);
+  const std::vector<float> far = {0.0f, -95.0f, kNegInf};
+  EXPECT_EQ(process_logits(far, {}, make(1.0f)).ids, std::vector<TokenId>{0});
+  // Temperature scales the logit gap: (l1 - l0) / T.
+  const std::vector<float> two = {1.0f, 2.0f};
+  const TokenDistribution t = process_logits(two, {}, make(0.25f));
+  EXPECT_NEAR(t.probs[1] / t.probs[0], std::exp(4.0), std::exp(4.0) * 1e-6);
+}
+
 // ---- sampling frequencies against the reference ----
 
 TEST(Sampler, FrequenciesMatchProcessedDistribution) {
@@ -337,6 +362,22 @@ TEST(Sampler, SampleFromDenseAndSparseAgree) {
   sample_from(d, c);
   c_ref.next_u64();
   EXPECT_TRUE(c == c_ref);
+}
+
+TEST(Sampler, InverseCdfAcrossBlocks) {
+  // Mass spread over several 512-entry blocks, with zero weights in between.
+  std::vector<float> w(3000, 0.0f);
+  w[5] = 0.2f;
+  w[511] = 0.05f;
+  w[512] = 0.05f;
+  w[1500] = 0.3f;
+  w[2999] = 0.4f;
+  const int n = 30000;
+  Rng rng(57);
+  std::vector<int> counts(w.size(), 0);
+  for (int i = 0; i < n; ++i) ++counts[static_cast<size_t>(sample_from(std::span<const float>(w), rng))];
+  std::vector<double> want(w.begin(), w.end());
+  expect_frequencies(counts, want, n);
 }
 
 // ---- full Qwen3.5 vocabulary: the fast paths agree with a full sort ----
@@ -383,6 +424,19 @@ TEST(Sampler, FullVocabTopKTopPMinPAndMask) {
   std::sort(prefix.begin(), prefix.end());
   EXPECT_EQ(p.ids, prefix);
   EXPECT_LT(p.ids.back(), static_cast<TokenId>(real));
+
+  // Large k takes the nth_element path; top-p then runs over the k survivors.
+  const TokenDistribution k2 = process_logits(l, {}, make(1.0f, 3000, 0.5f), real);
+  std::vector<double> wk(3000);
+  double tk = 0;
+  for (size_t r = 0; r < 3000; ++r) tk += wk[r] = std::exp(double(l[order[r]]) - l[order[0]]);
+  double ck = 0;
+  size_t mk = 0;
+  while (ck < 0.5 * tk) ck += wk[mk++];
+  EXPECT_LE(std::max(k2.size(), mk) - std::min(k2.size(), mk), 1u);
+  std::vector<TokenId> kprefix(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k2.size()));
+  std::sort(kprefix.begin(), kprefix.end());
+  EXPECT_EQ(k2.ids, kprefix);
 
   // min-p: tokens whose logit is within T*ln(1/min_p) of the max.
   const TokenDistribution mp = process_logits(l, {}, make(0.5f, 0, 1, 0.05f), real);

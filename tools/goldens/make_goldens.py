@@ -237,8 +237,8 @@ def main():
             continue
         sd["model.language_model." + k[len("model."):]] = v.detach().float().contiguous()
     g = torch.Generator().manual_seed(22)
-    sd["model.visual.patch_embed.proj.weight"] = torch.randn(32, 3, 2, 16, 16, generator=g) * 0.02
-    sd["model.visual.merger.linear_fc2.weight"] = torch.randn(64, 128, generator=g) * 0.02
+    sd["model.visual.patch_embed.proj.weight"] = torch.randn(8, 3, 2, 4, 4, generator=g) * 0.02
+    sd["model.visual.merger.linear_fc2.weight"] = torch.randn(16, 32, generator=g) * 0.02
     total = sum(v.numel() * 4 for v in sd.values())
     save_sharded(d, sd, n_shards=2)
     json.dump(nested_config(cfg2.to_dict(), moe=False, tie=True), open(os.path.join(d, "config.json"), "w"),
@@ -254,7 +254,7 @@ def main():
     # ---------------- case 3: Hv/Hk=3, irregular layer types, T=150, f16 -------------------
     lt = ["linear_attention", "full_attention", "linear_attention", "linear_attention", "linear_attention",
           "full_attention"]
-    kw3 = text_kwargs(vocab_size=384, num_hidden_layers=6, layer_types=lt, linear_num_key_heads=2,
+    kw3 = text_kwargs(vocab_size=320, num_hidden_layers=6, layer_types=lt, linear_num_key_heads=2,
                       linear_num_value_heads=6, rope_parameters=rope(10000.0, [2, 1, 1]),
                       num_attention_heads=4, num_key_value_heads=1)
     cfg3 = T.Qwen3_5TextConfig(**kw3)
@@ -283,12 +283,21 @@ def main():
     ids4 = rng.integers(0, cfg4.vocab_size, 80).tolist()
     lg4 = hf_logits(m4, ids4)
     d = fresh("moe_flat")
-    hf_save(m4, d, torch.bfloat16)
+    # transformers 5.17 save_pretrained writes MoE experts PER EXPERT (its reverse weight conversion); that
+    # layout is covered by moe_per_expert.  Here: the model's own fused 3-D tensors, as official Qwen3.5-MoE
+    # checkpoints store the main layers (mlp.experts.gate_up_proj [E,2I,H], mlp.experts.down_proj [E,H,I]).
+    save_safetensors(os.path.join(d, "model.safetensors"), state_in(m4, torch.bfloat16))
+    c4 = cfg4.to_dict()
+    c4["architectures"] = ["Qwen3_5MoeForCausalLM"]
+    c4["transformers_version"] = T.__version__
+    json.dump(c4, open(os.path.join(d, "config.json"), "w"), indent=2)
     write_common(d, ids4, lg4, {
         "case": "moe_flat",
-        "covers": "Qwen3_5MoeForCausalLM as save_pretrained writes it (flat config, model.* names, experts in "
-                  "whatever layout transformers saves -- see tensors), 8 experts top-2 softmax+renormalise, "
-                  "shared expert with sigmoid gate, bf16, T=80",
+        "covers": "Qwen3_5MoeForCausalLM flat config and flat names (model.*, lm_head.weight) with FUSED 3-D "
+                  "experts (mlp.experts.gate_up_proj [E,2I,H] rows 0..I-1 gate / I..2I-1 up, no .weight suffix; "
+                  "mlp.experts.down_proj [E,H,I]) as official checkpoints store them; 8 experts top-2 "
+                  "softmax+renormalise, shared expert with sigmoid gate, bf16, T=80. (transformers 5.17 "
+                  "save_pretrained itself writes per-expert tensors: see moe_per_expert.)",
         "dtype_on_disk": "bfloat16", "tensors": names_of(d)})
 
     # ---------------- case 5: same MoE weights, per-expert tensors, nested naming -------------

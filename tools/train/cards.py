@@ -140,9 +140,9 @@ def write_card(path: str, name: str, kind: str, fmt: str, summary: dict, shipped
     if samples:
         A("## Samples (greedy, from the shipped weights)\n")
         for s in samples:
-            A("```text")
+            A("~~~~text")
             A(s)
-            A("```")
+            A("~~~~")
     if extra:
         A(extra)
     with open(path, "w") as f:

@@ -102,7 +102,10 @@ def mlx_tensors(sd: dict, bits: int = 4, group: int = 64):
 
 def generation_config(eos_ids, pad_id):
     return {"do_sample": True, "eos_token_id": eos_ids, "pad_token_id": pad_id, "bos_token_id": None,
-            "temperature": 0.7, "top_p": 0.95, "top_k": 20, "repetition_penalty": 1.05,
+            "temperature": 0.7, "top_p": 0.95, "top_k": 20,
+            # mere.run's own key: these bundled models opt in to MTP speculation by default
+            # (sampling penalties would make requests ineligible, so none are set here).
+            "mererun_mtp": {"enabled": True, "block_size": 4},
             "transformers_version": "5.17.0"}
 
 

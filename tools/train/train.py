@@ -160,6 +160,7 @@ def main():
     tok_s_hist = []
     t_mark, step_mark = time.time(), 0
     aux = None
+    compile_failed = False
     while True:
         t_train = time.time() - t_start - eval_time
         frac = t_train / args.time_budget
@@ -171,19 +172,40 @@ def main():
             g["lr"] = lr
         starts = torch.randint(0, N - T - 1, (args.batch,), device=dev, generator=gen)
         x = stream[starts[:, None] + ar].long()
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
-            h = model.hidden(x)
-            lg = model.logits(h)
-            loss_main = F.cross_entropy(lg[:, :-1].float().reshape(-1, c.vocab_size), x[:, 1:].reshape(-1))
-            outs = model.mtp_chain(h, x, 2)
-            l1 = F.cross_entropy(outs[0][1][:, :T - 2].float().reshape(-1, c.vocab_size), x[:, 2:].reshape(-1))
-            l2 = F.cross_entropy(outs[1][1][:, :T - 3].float().reshape(-1, c.vocab_size), x[:, 3:].reshape(-1))
-            loss = loss_main + args.mtp_w1 * l1 + args.mtp_w2 * l2
-            aux = model.moe_aux() if c.is_moe else None
-            if aux is not None:
-                loss = loss + args.aux * aux
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+
+        def fwd_bwd():
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                h = model.hidden(x)
+                lg = model.logits(h)
+                loss_main = F.cross_entropy(lg[:, :-1].float().reshape(-1, c.vocab_size), x[:, 1:].reshape(-1))
+                outs = model.mtp_chain(h, x, 2)
+                l1 = F.cross_entropy(outs[0][1][:, :T - 2].float().reshape(-1, c.vocab_size),
+                                     x[:, 2:].reshape(-1))
+                l2 = F.cross_entropy(outs[1][1][:, :T - 3].float().reshape(-1, c.vocab_size),
+                                     x[:, 3:].reshape(-1))
+                loss = loss_main + args.mtp_w1 * l1 + args.mtp_w2 * l2
+                aux = model.moe_aux() if c.is_moe else None
+                if aux is not None:
+                    loss = loss + args.aux * aux
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            return loss_main, l1, l2, aux
+
+        if step == 0 and args.compile:
+            try:
+                tc0 = time.time()
+                loss_main, l1, l2, aux = fwd_bwd()
+                torch.cuda.synchronize()
+                log(f"compiled first step in {time.time() - tc0:.1f}s")
+            except Exception as ex:  # fall back to eager
+                log(f"torch.compile failed ({ex!r:.300}); continuing eagerly")
+                for layer in model.model.layers:
+                    layer._compiled_call_impl = None
+                compile_failed = True
+                opt.zero_grad(set_to_none=True)
+                loss_main, l1, l2, aux = fwd_bwd()
+        else:
+            loss_main, l1, l2, aux = fwd_bwd()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
@@ -231,7 +253,8 @@ def main():
     summary = {"model": args.model, "params": pc, "steps": step, "tokens_seen": tokens, "train_seconds": t_train,
                "wall_seconds": wall, "median_tokens_per_s": tps, "args": vars(args),
                "peak_mem_gib": torch.cuda.max_memory_allocated() / 2 ** 30,
-               "train_stream_tokens": int(N), "epochs": tokens / N}
+               "train_stream_tokens": int(N), "epochs": tokens / N,
+               "compiled": bool(args.compile) and not compile_failed}
     if args.smoke:
         json.dump(summary, open(os.path.join(args.out, "smoke.json"), "w"), indent=1)
         return

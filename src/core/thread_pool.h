@@ -1,0 +1,51 @@
+// A small fork-join thread pool for the CPU backend: run(fn) calls fn(worker, workers) on every
+// worker (the caller is worker 0) and returns when all are done. Workers spin briefly, then sleep
+// on a futex (std::atomic::wait), so a pool costs nothing while the model is idle and a dispatch
+// costs a few microseconds while it is busy. One run at a time per pool (a mutex serialises them).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace mere {
+
+// Physical cores available to this process (SMT siblings counted once, affinity respected); >= 1.
+int physical_core_count();
+
+// Process-wide default for CPU backends created after the call (the CLI's --threads).
+// 0 or negative: physical_core_count().
+void set_default_threads(int n);
+int default_threads();
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);  // threads <= 0: default_threads()
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_; }
+  // Calls fn(w, size()) for w in [0, size()) concurrently; the calling thread runs w = 0.
+  // An exception thrown by any worker is rethrown here (the first one).
+  void run(const std::function<void(int, int)>& fn);
+  // Splits [0, n) into chunks of `grain` items taken dynamically by the workers: fn(begin, end).
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop(int w);
+
+  int n_ = 1;
+  std::vector<std::thread> threads_;
+  std::mutex run_mu_;
+  const std::function<void(int, int)>* job_ = nullptr;
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex err_mu_;
+  std::exception_ptr error_;
+};
+
+}  // namespace mere

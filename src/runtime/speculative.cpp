@@ -1,0 +1,315 @@
+// The speculative decoding loop. One round: commit x, choose depth d, draft d tokens with the head
+// (its KV holds confirmed transitions only), verify [x, d1..dd] in one target pass, accept, roll
+// back to the accepted prefix (KV truncation + GatedDeltaNet replay), and queue the newly confirmed
+// transitions for the head's next pass.
+#include "runtime/speculative.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace mere {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Measured costs of one model on this machine: verification passes by width and head rows.
+// Calibrated once per model (first speculative request), refined online with an EMA.
+struct CostTable {
+  std::vector<double> verify;  // [B+1], seconds of a width-w target pass ([0] unused)
+  double head = 0;             // seconds per head row
+};
+
+std::mutex g_cost_mu;
+std::map<const Qwen35Model*, CostTable> g_costs;
+
+CostTable calibrate(const Qwen35Model& m, const SequenceMemory& mem, std::span<const int32_t> prompt,
+                    const std::vector<float>& prompt_hidden, int block) {
+  std::lock_guard<std::mutex> lock(g_cost_mu);
+  CostTable& t = g_costs[&m];
+  if (static_cast<int>(t.verify.size()) >= block + 1) return t;
+  const int64_t H = m.config().hidden_size, V = m.config().vocab_size;
+  t.verify.assign(static_cast<size_t>(block + 1), 0.0);
+  std::vector<int32_t> ids(static_cast<size_t>(block), prompt.back());
+  std::vector<float> hid(static_cast<size_t>(block * H)), lg(static_cast<size_t>(block * V));
+  ForwardOptions rec;
+  rec.gdn = ForwardOptions::Gdn::Recurrent;
+  // widths 1 and B measured (best of two), the ones between interpolated; rounds refine them online
+  auto time_width = [&](int w) {
+    double best = 1e30;
+    for (int rep = 0; rep < 2; ++rep) {
+      SequenceMemory f = mem.fork();
+      auto t0 = Clock::now();
+      m.forward(ids.data(), w, f, hid.data(), lg.data(), LogitsMode::All, rec);
+      best = std::min(best, seconds_since(t0));
+    }
+    return best;
+  };
+  const double t1 = time_width(1), tb = block > 1 ? time_width(block) : t1;
+  for (int w = 1; w <= block; ++w)
+    t.verify[static_cast<size_t>(w)] = block > 1 ? t1 + (tb - t1) * (w - 1) / (block - 1) : t1;
+  double best = 1e30;
+  for (int rep = 0; rep < 2; ++rep) {
+    SequenceMemory f = mem.fork();
+    auto t0 = Clock::now();
+    m.mtp_forward(prompt_hidden.data() + (static_cast<int64_t>(prompt.size()) - 1) * H, ids.data(), 1, f, hid.data(),
+                  lg.data(), LogitsMode::Last);
+    best = std::min(best, seconds_since(t0));
+  }
+  t.head = best;
+  return t;
+}
+
+void refine(const Qwen35Model& m, int width, double verify_s, double head_rows, double head_s) {
+  std::lock_guard<std::mutex> lock(g_cost_mu);
+  CostTable& t = g_costs[&m];
+  if (width < static_cast<int>(t.verify.size())) t.verify[static_cast<size_t>(width)] = 0.8 * t.verify[static_cast<size_t>(width)] + 0.2 * verify_s;
+  if (head_rows > 0) t.head = 0.8 * t.head + 0.2 * (head_s / head_rows);
+}
+
+class Round {
+ public:
+  Round(const Qwen35Model& m, const ResolvedSpeculation& rs, const SpeculationOptions& opt, const SpeculativeRequest& req,
+        SequenceMemory& mem, Sampler& sampler, Rng& rng, std::vector<int32_t>& generated,
+        const std::function<bool(int32_t)>& on_token, GenerationStats& st)
+      : m_(m), rs_(rs), opt_(opt), req_(req), mem_(mem), sampler_(sampler), rng_(rng), gen_(generated),
+        on_token_(on_token), st_(st), policy_(rs.block_size, rs.cost_ratio), H_(m.config().hidden_size),
+        V_(m.config().vocab_size), greedy_(req.params->greedy()) {
+    st_.accel.route = "mtp";
+    st_.accel.drafted_by_position.assign(static_cast<size_t>(rs.block_size - 1), 0);
+    st_.accel.accepted_by_position.assign(static_cast<size_t>(rs.block_size - 1), 0);
+    st_.accel.profiled = opt.profile;
+  }
+
+  void run(std::vector<float>& prompt_hidden, std::vector<float>& logits) {
+    const int64_t P = static_cast<int64_t>(req_.prompt.size());
+    if (rs_.measured_costs) costs_ = calibrate(m_, mem_, req_.prompt, prompt_hidden, rs_.block_size);
+    // head priming: the prompt's confirmed transitions (h_i, x_{i+1}), i = 0..P-2
+    pending_h_.assign(prompt_hidden.begin(), prompt_hidden.begin() + (P - 1) * H_);
+    pending_ids_.assign(req_.prompt.begin() + 1, req_.prompt.end());
+    h_cur_.assign(prompt_hidden.begin() + (P - 1) * H_, prompt_hidden.begin() + P * H_);
+    logits_cur_ = logits;
+    bool have_next = false;
+    int32_t next = 0;
+    for (;;) {
+      const int32_t x = have_next ? next : sample_target(logits_cur_);
+      if (!emit(x)) return;
+      const int64_t remaining = req_.budget - static_cast<int64_t>(gen_.size());
+      const int64_t room = req_.context_limit - mem_.length() - 1;  // positions left for the verify pass
+      const int d = choose_depth(std::min(remaining, room));
+      if (d == 0) {
+        if (!fallback_ && opt_.forced_depth == 0) {
+          fallback_ = true;  // zero depth is absorbing (mtp.md §2)
+          st_.accel.route = rs_.pipelined_fallback ? "pipelined-fallback" : "serial";
+        }
+        if (!fallback_) queue_confirmed(h_cur_, x);  // (h before x, x) stays a confirmed head transition
+        m_.forward(&x, 1, mem_, h_cur_.data(), logits_cur_.data(), LogitsMode::Last);
+        have_next = false;
+        continue;
+      }
+      have_next = true;
+      next = speculate(x, d);
+      if (finished_) return;
+    }
+  }
+
+  bool finished() const { return finished_; }
+
+ private:
+  int32_t sample_target(const std::vector<float>& row) {
+    return sampler_.sample(row, TokenHistory{req_.prompt, gen_}, rng_);
+  }
+
+  // Emits one token; false when generation ends (EOS, stop token, callback, budget).
+  bool emit(int32_t id) {
+    const auto& eos = req_.eos_ids;
+    const auto& stops = req_.params->stop_token_ids;
+    if ((!req_.params->ignore_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) ||
+        std::find(stops.begin(), stops.end(), id) != stops.end()) {
+      st_.finish_reason = "stop";
+      finished_ = true;
+      return false;
+    }
+    gen_.push_back(id);
+    if (!on_token_(id)) {
+      st_.finish_reason = "stop";
+      finished_ = true;
+      return false;
+    }
+    if (static_cast<int64_t>(gen_.size()) >= req_.budget) {
+      st_.finish_reason = "length";
+      finished_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  int choose_depth(int64_t offered) {
+    if (offered <= 0) return 0;
+    if (opt_.forced_depth > 0) return static_cast<int>(std::min<int64_t>({offered, opt_.forced_depth, rs_.block_size - 1}));
+    if (fallback_) return 0;
+    if (rs_.measured_costs) {
+      std::lock_guard<std::mutex> lock(g_cost_mu);
+      const CostTable& t = g_costs[&m_];
+      const int d = policy_.depth_measured(offered, t.verify, t.head);
+      if (std::getenv("MERERUN_Q35_MTP_DEBUG")) {
+        std::fprintf(stderr, "[mtp-debug] head %.4f verify", t.head);
+        for (size_t w = 1; w < t.verify.size(); ++w) std::fprintf(stderr, " %zu:%.4f", w, t.verify[w]);
+        std::fprintf(stderr, " p");
+        for (double p : policy_.estimates()) std::fprintf(stderr, " %.2f", p);
+        std::fprintf(stderr, " -> d=%d\n", d);
+      }
+      return d;
+    }
+    return policy_.depth(offered);
+  }
+
+  void queue_confirmed(const std::vector<float>& h, int32_t id) {
+    pending_h_.insert(pending_h_.end(), h.begin(), h.end());
+    pending_ids_.push_back(id);
+  }
+
+  // One round after committing x: draft d, verify, accept; returns the next committed token.
+  int32_t speculate(int32_t x, int d) {
+    AccelerationStats& a = st_.accel;
+    const bool prof = opt_.profile;
+    // ---- draft: confirmed rows (pending + (h_cur, x)) in one head pass, then the chain
+    auto t0 = Clock::now();
+    queue_confirmed(h_cur_, x);
+    const int64_t n_conf = static_cast<int64_t>(pending_ids_.size());
+    std::vector<float> mh(static_cast<size_t>(n_conf * H_)), ql(static_cast<size_t>(V_));
+    m_.mtp_forward(pending_h_.data(), pending_ids_.data(), n_conf, mem_, mh.data(), ql.data(), LogitsMode::Last);
+    a.draft_history_tokens += n_conf;
+    pending_h_.clear();
+    pending_ids_.clear();
+    const int64_t mtp_confirmed = mem_.mtp_length();
+    std::vector<int32_t> drafts(static_cast<size_t>(d));
+    std::vector<TokenDistribution> q(static_cast<size_t>(d));
+    std::vector<float> m_prev(mh.end() - H_, mh.end()), m_next(static_cast<size_t>(H_));
+    for (int j = 0; j < d; ++j) {
+      if (j > 0) {
+        m_.mtp_forward(m_prev.data(), &drafts[static_cast<size_t>(j - 1)], 1, mem_, m_next.data(), ql.data(), LogitsMode::Last);
+        m_prev.swap(m_next);
+      }
+      if (greedy_) {
+        drafts[static_cast<size_t>(j)] = sampler_.sample(ql, TokenHistory{req_.prompt, gen_}, rng_);
+      } else {
+        sampler_.process_logits(ql, TokenHistory{req_.prompt, gen_}, q[static_cast<size_t>(j)]);
+        drafts[static_cast<size_t>(j)] = sample_from(q[static_cast<size_t>(j)], rng_);
+      }
+    }
+    mem_.mtp_kv().truncate(mtp_confirmed);  // drop the speculative chain rows
+    const double head_s = seconds_since(t0);
+    if (prof) a.draft_seconds += head_s;
+
+    // ---- verify [x, d1..dd] in one pass (recurrent GatedDeltaNet, traced for replay)
+    auto t1 = Clock::now();
+    const auto cp = mem_.checkpoint();
+    std::vector<int32_t> row_ids(static_cast<size_t>(d + 1));
+    row_ids[0] = x;
+    std::copy(drafts.begin(), drafts.end(), row_ids.begin() + 1);
+    std::vector<float> vh(static_cast<size_t>((d + 1) * H_)), vl(static_cast<size_t>((d + 1) * V_));
+    GdnTrace trace;
+    ForwardOptions fo;
+    fo.gdn = ForwardOptions::Gdn::Recurrent;
+    fo.trace = &trace;
+    m_.forward(row_ids.data(), d + 1, mem_, vh.data(), vl.data(), LogitsMode::All, fo);
+    const double verify_s = seconds_since(t1);
+    if (prof) a.verify_seconds += verify_s;
+    refine(m_, d + 1, verify_s, static_cast<double>(n_conf + d - 1), head_s);
+
+    // ---- accept
+    auto t2 = Clock::now();
+    int acc = 0;
+    int32_t next = 0;
+    std::vector<int32_t> hist(gen_);
+    auto row = [&](int j) { return std::span<const float>(vl.data() + static_cast<int64_t>(j) * V_, static_cast<size_t>(V_)); };
+    if (greedy_) {
+      while (acc < d) {
+        const int32_t t = sampler_.sample(row(acc), TokenHistory{req_.prompt, hist}, rng_);
+        if (t != drafts[static_cast<size_t>(acc)]) break;
+        hist.push_back(t);
+        ++acc;
+      }
+      next = sampler_.sample(row(acc), TokenHistory{req_.prompt, hist}, rng_);
+    } else {
+      TokenDistribution p;
+      bool rejected = false;
+      while (acc < d) {
+        sampler_.process_logits(row(acc), TokenHistory{req_.prompt, hist}, p);
+        if (!accept_draft(p, q[static_cast<size_t>(acc)], drafts[static_cast<size_t>(acc)], rng_)) {
+          next = residual_sample(p, q[static_cast<size_t>(acc)], rng_);
+          rejected = true;
+          break;
+        }
+        hist.push_back(drafts[static_cast<size_t>(acc)]);
+        ++acc;
+      }
+      if (!rejected) next = sample_target(std::vector<float>(row(d).begin(), row(d).end()));
+    }
+    if (prof) a.accept_seconds += seconds_since(t2);
+    a.rounds += 1;
+    a.drafted += d;
+    a.accepted += acc;
+    for (int j = 0; j < d; ++j) a.drafted_by_position[static_cast<size_t>(j)] += 1;
+    for (int j = 0; j < acc; ++j) a.accepted_by_position[static_cast<size_t>(j)] += 1;
+    policy_.record(acc, d);
+
+    for (int j = 0; j < acc; ++j)
+      if (!emit(drafts[static_cast<size_t>(j)])) return 0;
+
+    // ---- repair: keep rows 0..acc of the verify pass
+    auto t3 = Clock::now();
+    if (acc < d) {
+      mem_.rollback_keep(cp, acc + 1);
+      m_.replay_gdn(trace, acc + 1, mem_);
+    }
+    if (prof) a.repair_seconds += seconds_since(t3);
+    // newly confirmed head transitions: (target hidden of row j, d_{j+1}), j < acc
+    for (int j = 0; j < acc; ++j) {
+      pending_h_.insert(pending_h_.end(), vh.begin() + static_cast<int64_t>(j) * H_, vh.begin() + static_cast<int64_t>(j + 1) * H_);
+      pending_ids_.push_back(drafts[static_cast<size_t>(j)]);
+    }
+    h_cur_.assign(vh.begin() + static_cast<int64_t>(acc) * H_, vh.begin() + static_cast<int64_t>(acc + 1) * H_);
+    logits_cur_.assign(row(acc).begin(), row(acc).end());
+    return next;
+  }
+
+  const Qwen35Model& m_;
+  const ResolvedSpeculation& rs_;
+  const SpeculationOptions& opt_;
+  const SpeculativeRequest& req_;
+  SequenceMemory& mem_;
+  Sampler& sampler_;
+  Rng& rng_;
+  std::vector<int32_t>& gen_;
+  const std::function<bool(int32_t)>& on_token_;
+  GenerationStats& st_;
+  AdaptiveDepthPolicy policy_;
+  const int64_t H_, V_;
+  const bool greedy_;
+  CostTable costs_;
+  bool fallback_ = false, finished_ = false;
+  std::vector<float> pending_h_;  // [n, H] confirmed head rows not yet run
+  std::vector<int32_t> pending_ids_;
+  std::vector<float> h_cur_;       // [H] target hidden at the last committed position
+  std::vector<float> logits_cur_;  // [V]
+};
+
+}  // namespace
+
+void decode_speculative(const Qwen35Model& model, const ResolvedSpeculation& rs, const SpeculationOptions& opt,
+                        const SpeculativeRequest& req, SequenceMemory& mem, std::vector<float>& prompt_hidden,
+                        std::vector<float>& logits, Sampler& sampler, Rng& rng, std::vector<int32_t>& generated,
+                        const std::function<bool(int32_t)>& on_token, GenerationStats& st) {
+  Round r(model, rs, opt, req, mem, sampler, rng, generated, on_token, st);
+  r.run(prompt_hidden, logits);
+}
+
+}  // namespace mere
