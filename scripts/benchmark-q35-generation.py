@@ -35,6 +35,8 @@ EXIT_PARITY = 6         # receipts written, but greedy outputs differ between va
 
 POLL_SECONDS = 2.0
 QUIET_GPU_UTILIZATION_PERCENT = 10.0     # quiet window: every GPU at or below this before launch
+QUIET_CPU_BUSY_PERCENT = 50.0            # quiet window: whole-machine CPU busy share (1 s sample) at or below this
+CPU_SAMPLE_SECONDS = 1.0
 PSI_SOME_ELEVATED = 10.0                 # /proc/pressure/memory "some" avg10 (%) that counts as elevated
 PSI_FULL_ELEVATED = 1.0                  # "full" avg10 (%) that counts as elevated
 PSI_FULL_CRITICAL = 10.0                 # "full" avg10 (%) that is a critical stall
@@ -181,6 +183,18 @@ def parse_nvidia_smi(text):
     return gpus
 
 
+def parse_proc_stat_cpu(text):
+    """(busy, total) jiffies from the aggregate "cpu" line of /proc/stat (idle and iowait are not busy)."""
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            vals = [int(v) for v in parts[1:9]]
+            total = sum(vals)
+            idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+            return total - idle, total
+    return None
+
+
 def parse_proc_status_memory(text):
     out = {}
     for line in (text or "").splitlines():
@@ -220,6 +234,15 @@ class SystemProbes:
             return [round(x, 2) for x in os.getloadavg()]
         except OSError:
             return None
+
+    def cpu_busy_percent(self, seconds=CPU_SAMPLE_SECONDS):
+        """Share of all CPUs busy over the next `seconds` (/proc/stat), or None where unreadable."""
+        a = parse_proc_stat_cpu(_read_text("/proc/stat"))
+        time.sleep(seconds)
+        b = parse_proc_stat_cpu(_read_text("/proc/stat"))
+        if not a or not b or b[1] <= a[1]:
+            return None
+        return round(100.0 * (b[0] - a[0]) / (b[1] - a[1]), 1)
 
     def processes(self):
         """[(pid, ppid, argv)] for every process whose command line is readable."""
@@ -420,6 +443,9 @@ def admission_reasons(snapshot):
         u = g.get("utilizationPercent")
         if u is not None and u > QUIET_GPU_UTILIZATION_PERCENT:
             reasons.append(f"GPU {g.get('index')} ({g.get('name')}) utilisation {u:g}% > {QUIET_GPU_UTILIZATION_PERCENT:g}%")
+    busy = snapshot.get("cpuBusyPercent")
+    if busy is not None and busy > QUIET_CPU_BUSY_PERCENT:
+        reasons.append(f"CPUs {busy:g}% busy > {QUIET_CPU_BUSY_PERCENT:g}%")
     if snapshot["pressureLevel"] != "normal":
         reasons.append(f"memory pressure {snapshot['pressureLevel']}: " + "; ".join(snapshot["pressureReasons"]))
     for p in snapshot["competingProcesses"]:
@@ -459,6 +485,8 @@ def benchmark_argv(args, model_dir, workload):
             "--top-p", repr(float(args.top_p)), "--seed", str(args.seed), "--context", str(args.context)]
     if args.backend:
         argv += ["--backend", args.backend]
+    if args.threads is not None:
+        argv += ["--threads", str(args.threads)]
     if args.block_size is not None:
         argv += ["--block-size", str(args.block_size)]
     if args.cost_ratio is not None:
@@ -496,7 +524,8 @@ class Collector:
         self.self_pid = os.getpid()
 
     # -- snapshots ----------------------------------------------------------------------------------
-    def snapshot(self, swap_baseline=None, exclude=()):
+    def snapshot(self, swap_baseline=None, exclude=(), measure_cpu=False):
+        cpu_busy = self.probes.cpu_busy_percent() if measure_cpu else None
         gpus = self.probes.gpus()
         psi = self.probes.memory_pressure()
         mem = self.probes.meminfo()
@@ -514,13 +543,14 @@ class Collector:
             "memAvailableBytes": mem.get("MemAvailable"),
             "swapUsedBytes": used,
             "loadAverage": self.probes.load_average(),
+            "cpuBusyPercent": cpu_busy,
             "competingProcesses": competing_processes(procs, ours),
         }
 
     # -- one workload -------------------------------------------------------------------------------
     def run_workload(self, workload, model_dir, binary_sha, context):
         args = self.args
-        before = self.snapshot()
+        before = self.snapshot(measure_cpu=True)
         reasons = admission_reasons(before)
         if before["pressureLevel"] == "critical":
             raise CollectorError(f"[collector] {workload}: refused to launch under critical memory pressure: "
@@ -557,30 +587,34 @@ class Collector:
         samples, peak_rss, max_pressure = [], 0, before["pressureLevel"]
         competing_max, competing_seen = 0, {}
         rc = None
-        while True:
-            snap = self.snapshot(swap_baseline=swap_baseline, exclude={child.pid})
-            elapsed = self.clock.monotonic() - t0
-            samples.append({
-                "elapsedSeconds": round(elapsed, 3),
-                "gpus": [{"index": g["index"], "utilizationPercent": g["utilizationPercent"],
-                          "memoryUsedMiB": g["memoryUsedMiB"]} for g in (snap["gpus"] or [])],
-                "loadAverage": snap["loadAverage"],
-                "pressureLevel": snap["pressureLevel"],
-            })
-            mem = self.probes.process_memory(child.pid) or {}
-            peak_rss = max(peak_rss, mem.get("peakResidentBytes") or 0, mem.get("residentBytes") or 0)
-            competing_max = max(competing_max, len(snap["competingProcesses"]))
-            for p in snap["competingProcesses"]:
-                competing_seen[p["pid"]] = p["command"]
-            max_pressure = max_level(max_pressure, snap["pressureLevel"])
-            if snap["pressureLevel"] == "critical":
+        try:
+            while True:
+                snap = self.snapshot(swap_baseline=swap_baseline, exclude={child.pid})
+                elapsed = self.clock.monotonic() - t0
+                samples.append({
+                    "elapsedSeconds": round(elapsed, 3),
+                    "gpus": [{"index": g["index"], "utilizationPercent": g["utilizationPercent"],
+                              "memoryUsedMiB": g["memoryUsedMiB"]} for g in (snap["gpus"] or [])],
+                    "loadAverage": snap["loadAverage"],
+                    "pressureLevel": snap["pressureLevel"],
+                })
+                mem = self.probes.process_memory(child.pid) or {}
+                peak_rss = max(peak_rss, mem.get("peakResidentBytes") or 0, mem.get("residentBytes") or 0)
+                competing_max = max(competing_max, len(snap["competingProcesses"]))
+                for p in snap["competingProcesses"]:
+                    competing_seen[p["pid"]] = p["command"]
+                max_pressure = max_level(max_pressure, snap["pressureLevel"])
+                if snap["pressureLevel"] == "critical":  # the handler below terminates the child
+                    raise CollectorError(
+                        f"[collector] {workload}: critical memory pressure ({'; '.join(snap['pressureReasons'])}): "
+                        "terminated the benchmark; no receipt written", EXIT_CRITICAL)
+                rc = child.wait_for(args.poll_seconds)
+                if rc is not None:
+                    break
+        except BaseException:  # critical pressure, Ctrl-C or a probe failure: never leave the child running
+            if rc is None:
                 self._terminate(child)
-                raise CollectorError(
-                    f"[collector] {workload}: critical memory pressure ({'; '.join(snap['pressureReasons'])}): "
-                    "terminated the benchmark; no receipt written", EXIT_CRITICAL)
-            rc = child.wait_for(args.poll_seconds)
-            if rc is not None:
-                break
+            raise
         process_seconds = self.clock.monotonic() - t0
         stderr_text = _read_text(stderr_path) or ""
         if rc != 0:
@@ -644,7 +678,8 @@ class Collector:
                 "tokens": args.tokens, "warmups": args.warmups, "warmupTokens": args.warmup_tokens,
                 "repetitions": args.repetitions, "variants": list(args.variants),
                 "temperature": float(args.temperature), "topP": float(args.top_p), "seed": args.seed,
-                "context": args.context, "backend": args.backend, "pollSeconds": args.poll_seconds,
+                "context": args.context, "backend": args.backend, "threads": args.threads,
+                "pollSeconds": args.poll_seconds,
             },
             "benchmark": {k: doc.get(k) for k in ("schema", "settings", "environment", "process")},
             "stderrTail": stderr_text.splitlines()[-STDERR_TAIL_LINES:],
@@ -785,7 +820,7 @@ def summarize(receipts):
         temp = settings.get("temperature", 0)
         out += [f"## {model_name}", "",
                 f"{settings.get('tokens', '?')} tokens per request, "
-                f"{'greedy' if not temp else f'temperature {temp}'}, {settings.get('repetitions', '?')} repetitions; "
+                f"{'greedy' if not temp else f'temperature {temp}'}, {settings.get('repetitions', '?')} repetition(s); "
                 f"backend {(first.get('model') or {}).get('backend', '?')}; CPU {hw.get('cpuModel') or '?'} "
                 f"({hw.get('cpuCores') or '?'} cores); GPU {gpu_names}. Median of the repetitions (min–max).", ""]
         others = [v for v in variants if v != "baseline"]
@@ -916,6 +951,8 @@ def run_parser():
                    help="variants in run order, e.g. baseline,adaptive (reverse it for an order control)")
     p.add_argument("--context", type=_positive_int, default=8192, help="context limit (default 8192)")
     p.add_argument("--backend", default=None, help="runtime backend (default: the runtime's)")
+    p.add_argument("--threads", type=_non_negative_int, default=None, metavar="N",
+                   help="CPU worker threads for the runtime (default: the runtime's, its physical cores)")
     p.add_argument("--block-size", type=_positive_int, default=None, metavar="N", help="MERERUN_Q35_MTP_BLOCK_SIZE")
     p.add_argument("--cost-ratio", type=float, default=None, metavar="X", help="MERERUN_Q35_MTP_HEAD_COST_RATIO")
     p.add_argument("--profile", action="store_true", help="MERERUN_Q35_MTP_PROFILE=1 (not for throughput)")

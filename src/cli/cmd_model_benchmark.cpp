@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "model/generation_config.h"
 #include "runtime/benchmark.h"
 
@@ -138,6 +139,10 @@ int run_model_benchmark(const Args& a) {
   const BenchmarkOptions opt = parse_options(a);
   const bool quiet = a.flag("quiet");
   const std::string backend = a.get("backend", "cpu");
+  const int64_t threads = a.get_int("threads", 0);
+  MERE_CHECK(threads >= 0 && threads <= 1024, "model benchmark", "--threads: expected 0..1024 (0: physical cores), got ",
+             threads);
+  if (threads > 0) set_default_threads(static_cast<int>(threads));
 
   const ResidentMemory at_start = read_resident_memory();
   const auto t0 = std::chrono::steady_clock::now();
@@ -173,6 +178,7 @@ int run_model_benchmark(const Args& a) {
   mj["vocabSize"] = c.vocab_size;
   mj["quantBits"] = c.quant.bits;
   mj["backend"] = model->backend().name();
+  mj["threads"] = default_threads();
   mj["loadSeconds"] = load_seconds;
   Json pj = Json::object();
   pj["residentBytesAtStart"] = at_start.resident_bytes;
@@ -225,6 +231,7 @@ Command make() {
        {"cost-ratio", "X", "MTP draft-cost ratio c for adaptive/forced (overrides MERERUN_Q35_MTP_HEAD_COST_RATIO)", ""},
        {"profile", "", "synchronised MTP phase timings (changes scheduling: not for throughput)", ""},
        {"backend", "NAME", "compute backend (ref, cpu)", "cpu"},
+       {"threads", "N", "CPU worker threads (0: the physical cores)", "0"},
        {"json", "", "print the JSON document (the default)", ""},
        {"no-json", "", "print a human-readable table instead of JSON", ""},
        {"quiet", "", "no progress lines on stderr", ""}},

@@ -75,28 +75,43 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
+// A worker joins generation g only while open_ == g; active_ is raised before that check and the
+// caller closes the job (open_ = 0) before waiting for active_ == 0, so (seq_cst) the caller either
+// waits for the worker or the worker never touches the job.
 void ThreadPool::worker_loop(int w) {
   uint32_t seen = 0;
   while (true) {
-    uint32_t g = generation_.load(std::memory_order_acquire);
+    uint32_t g = generation_.load();
     for (int i = 0; g == seen && i < kSpin; ++i) {
       cpu_relax();
-      g = generation_.load(std::memory_order_acquire);
+      g = generation_.load();
     }
     while (g == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
-      g = generation_.load(std::memory_order_acquire);
+      generation_.wait(seen);
+      g = generation_.load();
     }
     seen = g;
     if (stop_.load()) return;
-    try {
-      (*job_)(w, n_);
-    } catch (...) {
-      std::lock_guard<std::mutex> lk(err_mu_);
-      if (!error_) error_ = std::current_exception();
+    active_.fetch_add(1);
+    if (open_.load() == g) {
+      try {
+        (*job_)(w, n_);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(err_mu_);
+        if (!error_) error_ = std::current_exception();
+      }
     }
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    if (active_.fetch_sub(1) == 1) active_.notify_all();
   }
+}
+
+void ThreadPool::publish(const std::function<void(int, int)>* job) {
+  job_ = job;
+  error_ = nullptr;
+  const uint32_t g = generation_.load() + 1;
+  open_.store(g == 0 ? 1 : g);
+  generation_.store(g == 0 ? 1 : g);
+  generation_.notify_all();
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
@@ -105,25 +120,36 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     return;
   }
   std::lock_guard<std::mutex> lk(run_mu_);
-  job_ = &fn;
-  error_ = nullptr;
-  pending_.store(n_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  // every worker must run its share: count them in through a barrier on `done`
+  std::atomic<int> done{0};
+  const std::function<void(int, int)> counted = [&](int w, int n) {
+    try {
+      fn(w, n);
+    } catch (...) {
+      done.fetch_add(1);
+      done.notify_all();
+      throw;
+    }
+    done.fetch_add(1);
+    done.notify_all();
+  };
+  publish(&counted);
   std::exception_ptr mine;
   try {
     fn(0, n_);
   } catch (...) {
     mine = std::current_exception();
   }
-  int p = pending_.load(std::memory_order_acquire);
-  for (int i = 0; p != 0 && i < kSpin; ++i) {
-    cpu_relax();
-    p = pending_.load(std::memory_order_acquire);
+  int d = done.load();
+  while (d < n_ - 1) {
+    done.wait(d);
+    d = done.load();
   }
-  while (p != 0) {
-    pending_.wait(p, std::memory_order_acquire);
-    p = pending_.load(std::memory_order_acquire);
+  open_.store(0);
+  int a = active_.load();
+  while (a != 0) {
+    active_.wait(a);
+    a = active_.load();
   }
   job_ = nullptr;
   if (mine) std::rethrow_exception(mine);
@@ -137,14 +163,36 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     fn(0, n);
     return;
   }
+  std::lock_guard<std::mutex> lk(run_mu_);
   std::atomic<int64_t> next{0};
-  run([&](int, int) {
+  const std::function<void(int, int)> body = [&](int, int) {
     while (true) {
-      int64_t b = next.fetch_add(grain, std::memory_order_relaxed);
+      const int64_t b = next.fetch_add(grain, std::memory_order_relaxed);
       if (b >= n) return;
       fn(b, std::min(n, b + grain));
     }
-  });
+  };
+  publish(&body);
+  std::exception_ptr mine;
+  try {
+    body(0, n_);
+  } catch (...) {
+    mine = std::current_exception();
+    next.store(n);  // stop handing out chunks
+  }
+  open_.store(0);  // late workers skip; wait only for those inside
+  int a = active_.load();
+  for (int i = 0; a != 0 && i < kSpin; ++i) {
+    cpu_relax();
+    a = active_.load();
+  }
+  while (a != 0) {
+    active_.wait(a);
+    a = active_.load();
+  }
+  job_ = nullptr;
+  if (mine) std::rethrow_exception(mine);
+  if (error_) std::rethrow_exception(error_);
 }
 
 }  // namespace mere

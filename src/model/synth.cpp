@@ -36,6 +36,7 @@ namespace {
 constexpr const char* kWhere = "synth";
 constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 constexpr int64_t kChunkElems = int64_t{1} << 20;  // logical values per generation job
+constexpr int64_t kBlockElems = int64_t{1} << 14;  // values generated at once inside a job (cache-sized)
 
 inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -49,29 +50,44 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-// Element i of a stream takes 24 bits of splitmix64(key + (i/2+1)*golden): even i the low half,
-// odd i the high half. Uniform on (lo, hi), centred in 2^24 bins.
+// Counter-based generator (wyrand): word j of a stream is mum(s, s ^ P1) with s = key + (j+1)·P0,
+// mum(a, b) = lo64(a·b) ^ hi64(a·b). Element i takes 16 bits of word i/4 (bits 16·(i%4)..): uniform
+// on (lo, hi) with 65536 levels, centred in its bin. Any element can be produced on its own, so
+// values do not depend on chunking or thread count.
+constexpr uint64_t kP0 = 0xA0761D6478BD642Full, kP1 = 0xE7037ED1A0B428DBull;
+
+inline uint64_t rand_word(uint64_t key, uint64_t j) {
+  const uint64_t s = key + (j + 1) * kP0;
+  const unsigned __int128 m = static_cast<unsigned __int128>(s) * (s ^ kP1);
+  return static_cast<uint64_t>(m) ^ static_cast<uint64_t>(m >> 64);
+}
+
+// The affine map runs in double: step·bits is exact there (24 × 16 mantissa bits), so the result
+// is the same whether or not the compiler fuses the multiply-add (x86 without FMA, aarch64 with).
 void uniform_fill(uint64_t key, int64_t idx0, int64_t n, float lo, float hi, float* out) {
-  const float step = (hi - lo) * (1.0f / 16777216.0f);
-  const float off = lo + 0.5f * step;
+  const double step = (static_cast<double>(hi) - lo) / 65536.0;
+  const double off = lo + 0.5 * step;
+  auto val = [&](uint64_t bits) { return static_cast<float>(off + step * static_cast<double>(bits)); };
   int64_t i = idx0;
   const int64_t end = idx0 + n;
   float* o = out;
-  if (i < end && (i & 1)) {
-    uint64_t h = mix64(key + static_cast<uint64_t>((i >> 1) + 1) * kGolden);
-    *o++ = off + step * static_cast<float>(h >> 40);
-    ++i;
+  for (; i < end && (i & 3); ++i) *o++ = val((rand_word(key, static_cast<uint64_t>(i >> 2)) >> (16 * (i & 3))) & 0xFFFF);
+  for (; i + 4 <= end; i += 4) {
+    const uint64_t h = rand_word(key, static_cast<uint64_t>(i >> 2));
+    o[0] = val(h & 0xFFFF);
+    o[1] = val((h >> 16) & 0xFFFF);
+    o[2] = val((h >> 32) & 0xFFFF);
+    o[3] = val(h >> 48);
+    o += 4;
   }
-  for (; i + 1 < end; i += 2) {
-    uint64_t h = mix64(key + static_cast<uint64_t>((i >> 1) + 1) * kGolden);
-    o[0] = off + step * static_cast<float>((h >> 8) & 0xFFFFFF);
-    o[1] = off + step * static_cast<float>(h >> 40);
-    o += 2;
-  }
-  if (i < end) {
-    uint64_t h = mix64(key + static_cast<uint64_t>((i >> 1) + 1) * kGolden);
-    *o = off + step * static_cast<float>((h >> 8) & 0xFFFFFF);
-  }
+  for (; i < end; ++i) *o++ = val((rand_word(key, static_cast<uint64_t>(i >> 2)) >> (16 * (i & 3))) & 0xFFFF);
+}
+
+// f32_to_bf16 for finite values (synth values always are), branch-free so it vectorises.
+inline uint32_t bf16_round_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u + 0x7FFFu + ((u >> 16) & 1u);
 }
 
 void convert_from_f32(DType t, const float* src, int64_t n, uint8_t* dst) {
@@ -79,7 +95,7 @@ void convert_from_f32(DType t, const float* src, int64_t n, uint8_t* dst) {
     case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
     case DType::BF16: {
       auto* d = reinterpret_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<uint16_t>(bf16_round_bits(src[i]) >> 16);
       return;
     }
     case DType::F16: {
@@ -95,7 +111,10 @@ void convert_from_f32(DType t, const float* src, int64_t n, uint8_t* dst) {
 // stored weight.
 void round_to_dtype(DType t, float* v, int64_t n) {
   if (t == DType::BF16)
-    for (int64_t i = 0; i < n; ++i) v[i] = bf16_to_f32(f32_to_bf16(v[i]));
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t u = bf16_round_bits(v[i]) & 0xFFFF0000u;
+      std::memcpy(&v[i], &u, 4);
+    }
   else if (t == DType::F16)
     for (int64_t i = 0; i < n; ++i) v[i] = f16_to_f32(f32_to_f16(v[i]));
 }
@@ -381,7 +400,7 @@ struct Progress {
   bool enabled = false, tty = false;
   int64_t total = 0, done = 0;
   std::chrono::steady_clock::time_point start, last;
-  int last_decile = -1;
+  int last_decile = 0;
 
   void begin(bool on, int64_t total_bytes) {
     enabled = on;
@@ -406,7 +425,7 @@ struct Progress {
       if (force) std::fprintf(stderr, "\n");
     } else {
       int dec = total ? static_cast<int>(10 * done / total) : 10;
-      if (dec == last_decile && !force) return;
+      if (dec == last_decile) return;
       last_decile = dec;
       std::fprintf(stderr, "[synth] %3d%% %.2f / %.2f GB %.0f MB/s\n", dec * 10, done / 1e9, total / 1e9, mbs);
     }
@@ -554,41 +573,52 @@ class ShardStreamer {
     }
   }
 
+  // Fills slot s with job j's bytes. Rows are produced in blocks of ~16K values so the fp32
+  // scratch stays in cache between generation and conversion/quantisation.
   void generate(const Job& j, Slot& s, std::vector<float>& vals, std::vector<uint32_t>& codes,
                 std::vector<uint8_t>& sc, std::vector<uint8_t>& bi) {
     const SynthTensor& t = plan_.tensors[j.tensor];
-    const int64_t nvals = j.n * t.cols;
-    vals.resize(static_cast<size_t>(nvals));
-    synth_rows(t, j.r0, j.n, vals.data());
+    const int64_t rb = std::max<int64_t>(1, kBlockElems / std::max<int64_t>(1, t.cols));
+    vals.resize(static_cast<size_t>(std::min(rb, std::max<int64_t>(j.n, 1)) * t.cols));
     if (t.role == SynthRole::Plain) {
-      s.size = static_cast<size_t>(nvals) * dtype_size(t.decl.dtype);
+      const int64_t row_bytes = t.cols * static_cast<int64_t>(dtype_size(t.decl.dtype));
+      s.size = static_cast<size_t>(j.n * row_bytes);
       if (s.buf.size() < s.size) s.buf.resize(s.size);
-      convert_from_f32(t.decl.dtype, vals.data(), nvals, s.buf.data());
+      for (int64_t r = j.r0; r < j.r0 + j.n; r += rb) {
+        const int64_t n = std::min(rb, j.r0 + j.n - r);
+        synth_rows(t, r, n, vals.data());
+        convert_from_f32(t.decl.dtype, vals.data(), n * t.cols, s.buf.data() + (r - j.r0) * row_bytes);
+      }
       return;
     }
     const DType sdt = o_.dtype;
     const int64_t groups = t.cols / t.group, ssz = static_cast<int64_t>(dtype_size(sdt));
-    round_to_dtype(sdt, vals.data(), nvals);
-    const int64_t words = quant::packed_cols(t.cols, t.bits) * j.n;
+    const int64_t row_words = quant::packed_cols(t.cols, t.bits), row_sbytes = groups * ssz;
     uint8_t* sc_out;
     uint8_t* bi_out;
     uint32_t* code_out;
-    sc.resize(static_cast<size_t>(j.n * groups * ssz));
+    sc.resize(static_cast<size_t>(j.n * row_sbytes));
     bi.resize(sc.size());
     sc_out = sc.data();
     bi_out = bi.data();
     if (t.role == SynthRole::QWeight) {
-      s.size = static_cast<size_t>(words) * 4;
+      s.size = static_cast<size_t>(j.n * row_words) * 4;
       if (s.buf.size() < s.size) s.buf.resize(s.size);
       code_out = reinterpret_cast<uint32_t*>(s.buf.data());
-      const int64_t off = j.r0 * groups * ssz, total = t.rows * groups * ssz;
+      const int64_t off = j.r0 * row_sbytes, total = t.rows * row_sbytes;
       if (j.keep_scales) sc_out = stash(t.module + ".scales", total)->data() + off;
       if (j.keep_biases) bi_out = stash(t.module + ".biases", total)->data() + off;
     } else {
-      codes.resize(static_cast<size_t>(words));
+      codes.resize(static_cast<size_t>(j.n * row_words));
       code_out = codes.data();
     }
-    quant::quantize_rows_as(vals.data(), j.n, t.cols, t.bits, t.group, code_out, sdt, sc_out, bi_out);
+    for (int64_t r = j.r0; r < j.r0 + j.n; r += rb) {
+      const int64_t n = std::min(rb, j.r0 + j.n - r), k = r - j.r0;
+      synth_rows(t, r, n, vals.data());
+      round_to_dtype(sdt, vals.data(), n * t.cols);
+      quant::quantize_rows_as(vals.data(), n, t.cols, t.bits, t.group, code_out + k * row_words, sdt,
+                              sc_out + k * row_sbytes, bi_out + k * row_sbytes);
+    }
     if (t.role != SynthRole::QWeight) {
       s.size = sc.size();
       if (s.buf.size() < s.size) s.buf.resize(s.size);

@@ -163,7 +163,7 @@ class Binder {
       if (starts_with(raw, v)) return false;
     static const std::pair<const char*, const char*> kMap[] = {
         {"model.language_model.", ""}, {"language_model.model.", ""}, {"language_model.lm_head.", "lm_head."},
-        {"model.mtp.", "mtp."}, {"mtp.", "mtp."}, {"lm_head.", "lm_head."}, {"model.", ""}};
+        {"language_model.mtp.", "mtp."}, {"model.mtp.", "mtp."}, {"mtp.", "mtp."}, {"lm_head.", "lm_head."}, {"model.", ""}};
     for (const auto& [from, to] : kMap)
       if (starts_with(raw, from)) {
         *out = std::string(to) + raw.substr(std::string(from).size());

@@ -1,12 +1,17 @@
 // MLX affine quantise / dequantise and LSB-first uint32 packing (see affine.h). The hot loop
 // rounds with the 1.5*2^23 trick on a pre-clamped value, which equals rint() in the default
-// rounding mode for |x| < 2^22 and lets the compiler vectorise without SSE4.1.
+// rounding mode for |x| < 2^22; on x86 it runs as SSE2 (baseline) with bit-identical results to the
+// scalar path (IEEE division, max/min with the same operand order, so NaN maps to code 0 in both).
 #include "quant/affine.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/error.h"
 
@@ -38,16 +43,52 @@ float load_scale(DType t, const void* base, int64_t i) {
   }
 }
 
+// x86 MAXPS / MINPS semantics (the second operand wins on NaN), so scalar and SSE2 agree.
+inline float max_ps(float a, float b) { return a > b ? a : b; }
+inline float min_ps(float a, float b) { return a < b ? a : b; }
+
+// Codes of one group: clamp(rint((w - bias) / scale), 0, 2^bits - 1), clamped to [-1, 2^bits]
+// before rounding so the rounding trick is exact.
 template <int kBits>
 void quantize_group_codes(const float* w, int group, AffineParams p, uint32_t* out) {
   constexpr int per = 32 / kBits;
   const float top = static_cast<float>((1 << kBits) - 1);
+#if defined(__SSE2__)
+  if constexpr (kBits == 4 || kBits == 8) {
+    if (group % 16 == 0) {
+      const __m128 bias = _mm_set1_ps(p.bias), scale = _mm_set1_ps(p.scale), lo = _mm_set1_ps(-1.0f),
+                   hi = _mm_set1_ps(top + 1.0f), magic = _mm_set1_ps(12582912.0f), zero = _mm_setzero_ps(),
+                   topv = _mm_set1_ps(top);
+      for (int j = 0; j < group; j += 16) {
+        __m128i q[4];
+        for (int k = 0; k < 4; ++k) {
+          __m128 x = _mm_div_ps(_mm_sub_ps(_mm_loadu_ps(w + j + 4 * k), bias), scale);
+          x = _mm_min_ps(_mm_max_ps(x, lo), hi);
+          x = _mm_sub_ps(_mm_add_ps(x, magic), magic);
+          x = _mm_min_ps(_mm_max_ps(x, zero), topv);
+          q[k] = _mm_cvttps_epi32(x);
+        }
+        // 16 codes as bytes, element order kept.
+        __m128i b = _mm_packus_epi16(_mm_packs_epi32(q[0], q[1]), _mm_packs_epi32(q[2], q[3]));
+        if constexpr (kBits == 8) {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j / 4), b);
+        } else {
+          __m128i even = _mm_and_si128(b, _mm_set1_epi16(0x00FF));
+          __m128i odd = _mm_srli_epi16(b, 8);
+          __m128i pairs = _mm_or_si128(even, _mm_slli_epi16(odd, 4));  // c0 | c1 << 4 per 16-bit lane
+          _mm_storel_epi64(reinterpret_cast<__m128i*>(out + j / 8), _mm_packus_epi16(pairs, pairs));
+        }
+      }
+      return;
+    }
+  }
+#endif
   for (int j = 0; j < group; j += per) {
     uint32_t word = 0;
     for (int k = 0; k < per; ++k) {
       float x = (w[j + k] - p.bias) / p.scale;
-      x = std::min(std::max(x, -1.0f), top + 1.0f);  // NaN-free inputs; keeps the rounding trick exact
-      x = std::min(std::max(round_even_small(x), 0.0f), top);
+      x = min_ps(max_ps(x, -1.0f), top + 1.0f);
+      x = min_ps(max_ps(round_even_small(x), 0.0f), top);
       word |= static_cast<uint32_t>(x) << (kBits * k);
     }
     out[j / per] = word;
@@ -72,7 +113,27 @@ AffineParams affine_params(const float* w, int group, int bits) {
   const float n_bins = static_cast<float>((1 << bits) - 1);
   const float eps = 1e-7f;
   float w_min = std::numeric_limits<float>::infinity(), w_max = -w_min;
-  for (int j = 0; j < group; ++j) {
+  int j = 0;
+#if defined(__SSE2__)
+  // Same min/max as the scalar loop for NaN-free input (the sign of a zero extreme never changes
+  // the result: see the edge rule below).
+  if (group >= 4) {
+    __m128 mn = _mm_loadu_ps(w), mx = mn;
+    for (j = 4; j + 4 <= group; j += 4) {
+      __m128 v = _mm_loadu_ps(w + j);
+      mn = _mm_min_ps(mn, v);
+      mx = _mm_max_ps(mx, v);
+    }
+    float a[4], b[4];
+    _mm_storeu_ps(a, mn);
+    _mm_storeu_ps(b, mx);
+    for (int k = 0; k < 4; ++k) {
+      w_min = std::min(w_min, a[k]);
+      w_max = std::max(w_max, b[k]);
+    }
+  }
+#endif
+  for (; j < group; ++j) {
     w_max = std::max(w_max, w[j]);
     w_min = std::min(w_min, w[j]);
   }
@@ -92,7 +153,7 @@ AffineParams affine_params(const float* w, int group, int bits) {
 uint32_t affine_code(float w, AffineParams p, int bits) {
   const float top = static_cast<float>((1 << bits) - 1);
   float x = std::rint((w - p.bias) / p.scale);
-  return static_cast<uint32_t>(std::min(std::max(x, 0.0f), top));
+  return static_cast<uint32_t>(min_ps(max_ps(x, 0.0f), top));  // NaN -> 0, as in the packed path
 }
 
 void quantize_rows_as(const float* w, int64_t rows, int64_t cols, int bits, int group, uint32_t* packed,

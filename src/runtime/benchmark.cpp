@@ -211,7 +211,10 @@ SpeculationOptions variant_speculation(BenchmarkVariant v, const BenchmarkOption
   SpeculationOptions s = SpeculationOptions::from_env();
   s.mode = v == BenchmarkVariant::Forced ? SpeculationOptions::Mode::Forced : SpeculationOptions::Mode::Auto;
   if (opt.block_size) s.block_size = *opt.block_size;
-  if (opt.cost_ratio) s.cost_ratio = *opt.cost_ratio;
+  if (opt.cost_ratio) {
+    s.cost_ratio = *opt.cost_ratio;
+    s.measured_costs = false;  // like MERERUN_Q35_MTP_HEAD_COST_RATIO: an explicit ratio selects the fixed rule
+  }
   if (opt.profile) s.profile = true;
   return s;
 }
@@ -364,6 +367,15 @@ Json run_benchmark(const Qwen35Model& model, const Tokenizer& tok, const ChatTem
       Json vj = Json::object();
       vj["variant"] = vname;
       vj["speculation"] = speculation_json(spec);
+      const ResolvedSpeculation rs = resolve_speculation(spec, model, measured);
+      Json resolved = Json::object();
+      resolved["enabled"] = rs.enabled;
+      resolved["blockSize"] = rs.block_size;
+      resolved["costRatio"] = rs.cost_ratio;
+      resolved["measuredCosts"] = rs.measured_costs;
+      resolved["pipelinedFallback"] = rs.pipelined_fallback;
+      resolved["reason"] = rs.reason;
+      vj["resolvedSpeculation"] = std::move(resolved);
       Json warmups = Json::array(), reps = Json::array();
       for (int64_t i = 0; i < opt.warmups; ++i) {
         RequestResult r = run_request(model, tok, tmpl, eos_ids, w, warm, context, spec);

@@ -347,11 +347,8 @@ class Interpreter {
     } else {
       items = std::move(source);
     }
-    if (items.empty()) {
-      if (exec(s.alt, sc, out) != Flow::Normal) raise("'break' or 'continue' outside a loop");
-      return;
-    }
     const int64_t n = static_cast<int64_t>(items.size());
+    bool iterated = false;
     for (int64_t i = 0; i < n; ++i) {
       Object loop;
       loop.items.reserve(12);
@@ -372,8 +369,13 @@ class Interpreter {
                               }));
       sc->vars.set("loop", Value::object(std::move(loop)));
       bind_loop_var(*s.target, items[static_cast<size_t>(i)], sc);
-      if (exec(s.body, sc, out) == Flow::Break) break;
+      Flow f = exec(s.body, sc, out);
+      if (f == Flow::Break) break;
+      if (f == Flow::Normal) iterated = true;
     }
+    // Like Jinja2 and @huggingface/jinja: the else block runs unless some iteration ran to its end
+    // (so also after a `break` in the first iteration or `continue` in every one).
+    if (!iterated && exec(s.alt, sc, out) != Flow::Normal) raise("'break' or 'continue' outside a loop");
   }
 
   void bind_params(const std::vector<Param>& params, CallArgs& args, const ScopePtr& sc) {

@@ -113,7 +113,7 @@ class Parser {
     Body body;
     while (!is_statement(ends)) {
       if (cur_ >= t_.size())
-        error(cat("unexpected end of template: expected {% ", *ends.begin(), " %} to close the '", block,
+        error(cat("unexpected end of template: expected {% end", block, " %} to close the '", block,
                   "' opened on line ", open_line));
       if (auto s = parse_any()) body.push_back(std::move(s));
     }

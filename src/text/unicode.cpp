@@ -251,19 +251,19 @@ void normalize_segment(std::string_view seg, std::vector<char32_t>& buf, std::st
     p += utf8_decode_valid(p, &c);
     decompose(c, buf);
   }
-  // Canonical ordering: stable insertion sort of each run of non-starters by combining class.
-  for (size_t i = 1; i < buf.size(); ++i) {
-    uint8_t cc = combining_class(buf[i]);
-    if (cc == 0) continue;
-    size_t j = i;
-    char32_t c = buf[i];
-    while (j > 0) {
-      uint8_t pc = combining_class(buf[j - 1]);
-      if (pc == 0 || pc <= cc) break;
-      buf[j] = buf[j - 1];
-      --j;
+  // Canonical ordering: stable sort of each run of non-starters by combining class (O(n log n), so
+  // a long run of marks cannot make normalisation quadratic).
+  for (size_t i = 0; i < buf.size();) {
+    if (combining_class(buf[i]) == 0) {
+      ++i;
+      continue;
     }
-    buf[j] = c;
+    size_t j = i + 1;
+    while (j < buf.size() && combining_class(buf[j]) != 0) ++j;
+    if (j - i > 1)
+      std::stable_sort(buf.begin() + i, buf.begin() + j,
+                       [](char32_t x, char32_t y) { return combining_class(x) < combining_class(y); });
+    i = j;
   }
   // Canonical composition.
   if (!buf.empty()) {

@@ -71,6 +71,7 @@ class FakeProbes:
         self.mem = [{"MemTotal": 64 * GiB, "MemAvailable": 48 * GiB, "SwapTotal": 8 * GiB, "SwapFree": 8 * GiB}]
         self.procs = [[]]
         self.hashes = {}
+        self.cpu_busy = 2.0
         self.env = {"PATH": "/usr/bin", "HOME": "/home/bench"}
         self.calls = {"psi": 0, "mem": 0, "procs": 0}
 
@@ -91,6 +92,9 @@ class FakeProbes:
 
     def load_average(self):
         return [0.5, 0.4, 0.3]
+
+    def cpu_busy_percent(self):
+        return self.cpu_busy
 
     def processes(self):
         self.calls["procs"] += 1
@@ -243,6 +247,16 @@ class AdmissionTest(CollectorTestCase):
         self.assertEqual(self.run_collector(), bc.EXIT_OK, self.messages)
         self.assertEqual(self.receipt()["receipt"]["gpuSamples"][0]["gpus"][0]["utilizationPercent"], 3.0)
 
+    def test_busy_cpus_refused_in_quiet_mode_and_labelled_in_desktop_mode(self):
+        self.probes.cpu_busy = 93.5
+        self.assertEqual(self.run_collector(), bc.EXIT_REFUSED)
+        self.assertEqual(self.launcher.launches, [])
+        self.assertTrue(any("CPUs 93.5% busy" in m for m in self.messages), self.messages)
+        self.assertEqual(self.run_collector("--allow-desktop-load"), bc.EXIT_CONTENDED)
+        r = self.receipt()["receipt"]
+        self.assertEqual(r["before"]["cpuBusyPercent"], 93.5)
+        self.assertTrue(any("CPUs 93.5% busy" in c for c in r["contentionReasons"]))
+
     def test_competing_runtime_process_refused_in_quiet_mode(self):
         self.probes.procs = [[(77, 1, ["/opt/bin/mere.run", "text", "generate", "--model", "m", "--prompt", "x"])]]
         self.assertEqual(self.run_collector(), bc.EXIT_REFUSED)
@@ -319,6 +333,15 @@ class MonitoringTest(CollectorTestCase):
         self.probes.mem = [base, base, grown]
         rc = self.run_collector("--allow-desktop-load")
         self.assertEqual(rc, bc.EXIT_CRITICAL)
+        self.assertTrue(self.launcher.children[0].terminated)
+        self.assertEqual(self.output_files(), [])
+
+    def test_interrupted_monitoring_terminates_the_child(self):
+        def interrupted(pid):
+            raise KeyboardInterrupt
+        self.probes.process_memory = interrupted
+        with self.assertRaises(KeyboardInterrupt):
+            self.run_collector()
         self.assertTrue(self.launcher.children[0].terminated)
         self.assertEqual(self.output_files(), [])
 
@@ -465,6 +488,10 @@ class ParsingTest(unittest.TestCase):
         self.assertEqual(g[0]["utilizationPercent"], 7.0)
         self.assertIsNone(g[1]["utilizationPercent"])
         self.assertEqual(g[1]["index"], 1)
+
+    def test_proc_stat(self):
+        self.assertEqual(bc.parse_proc_stat_cpu("cpu  10 0 5 80 5 0 0 0 0 0\ncpu0 1 2 3 4\n"), (15, 100))
+        self.assertIsNone(bc.parse_proc_stat_cpu(""))
 
     def test_proc_status(self):
         m = bc.parse_proc_status_memory("Name:\tmere.run\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n")

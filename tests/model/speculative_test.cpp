@@ -109,7 +109,7 @@ TEST(SpeculativeSampling, DistributionMatchesSerial) {
   p.top_k = 4;  // few outcomes so the test has power
   p.max_tokens = 2;
   p.ignore_eos = true;
-  const int N = 1500;
+  const int N = 800;
   std::map<std::pair<int, int>, int> with, without;
   for (int i = 0; i < N; ++i) {
     p.seed = 1000 + i;

@@ -117,6 +117,8 @@ const CASES = [
   ["py_loop_cycle", "{% for x in [1, 2, 3] %}{{ loop.cycle('a', 'b') }}{% endfor %}", {}, "jinja2"],
   ["py_undefined_lenient", "{% for x in nope %}x{% else %}empty{% endfor %} {{ nope | length }} [{{ nope | join }}] [{{ nope ~ 'x' }}] {{ nope | list | length }}", {}, "jinja2"],
   ["py_misc", "{{ 'abc' | reverse }} {{ 'abc' | first }} {{ 'abc' | last }} {{ 'x' ~ none }} {{ 'ab' * 3 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ d | attr('a') }} {{ '%s-%d' | format('a', 3) }} {{ range(3) | list | last }} {{ dict(a=1, b='x') | tojson }} {{ 'abc' | list | join('.') }}", { d: { a: 1 } }, "jinja2"],
+  ["py_for_else_after_continue", "{% for x in [1, 2] %}{% continue %}{% else %}E{% endfor %}|{% for x in [1] %}{% break %}{% else %}E{% endfor %}|", {}, "jinja2"],
+  ["py_selectattr_dotted", "{{ items | selectattr('a.b') | map(attribute='n') | join }}", { items: [{ n: 1, a: { b: true } }, { n: 2, a: { b: false } }] }, "jinja2"],
   ["py_filtered_block_set", "{% set x | upper %}abc{% endset %}{{ x }}", {}, "jinja2"],
 ];
 

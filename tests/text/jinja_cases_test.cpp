@@ -33,6 +33,8 @@ std::vector<Case> load_cases() {
   return out;
 }
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 class JinjaCases : public testing::TestWithParam<Case> {};
 
 TEST_P(JinjaCases, MatchesReference) {

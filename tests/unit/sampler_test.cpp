@@ -491,7 +491,7 @@ SpecPair spec_pair() {
   return {process_logits(target, {}, sp), process_logits(draft, {}, sp)};
 }
 
-TEST(Speculative, AcceptanceProbabilityIsMinOfOneAndRatio) {
+TEST(SamplerSpeculative, AcceptanceProbabilityIsMinOfOneAndRatio) {
   const SpecPair s = spec_pair();
   ASSERT_GT(s.p.prob(2), 0);
   ASSERT_EQ(s.q.prob(2), 0);
@@ -515,7 +515,7 @@ TEST(Speculative, AcceptanceProbabilityIsMinOfOneAndRatio) {
   EXPECT_TRUE(a == b);  // always exactly one draw
 }
 
-TEST(Speculative, ResidualIsNormalisedPositivePart) {
+TEST(SamplerSpeculative, ResidualIsNormalisedPositivePart) {
   const SpecPair s = spec_pair();
   std::vector<double> r(8, 0.0);
   double mass = 0;
@@ -529,7 +529,7 @@ TEST(Speculative, ResidualIsNormalisedPositivePart) {
   expect_frequencies(counts, r, n);
 }
 
-TEST(Speculative, ResidualFallsBackToPWhenQCoversP) {
+TEST(SamplerSpeculative, ResidualFallsBackToPWhenQCoversP) {
   const SpecPair s = spec_pair();
   const int n = 20000;
   Rng rng(43);
@@ -542,7 +542,7 @@ TEST(Speculative, ResidualFallsBackToPWhenQCoversP) {
   EXPECT_EQ(residual_sample(p1, q1, rng), 3);
 }
 
-TEST(Speculative, DraftAcceptOrResidualEqualsTarget) {
+TEST(SamplerSpeculative, DraftAcceptOrResidualEqualsTarget) {
   // The core property of speculative sampling: d ~ q, keep d with prob min(1, p/q), else draw
   // from the residual; the emitted token is distributed exactly as p.
   const SpecPair s = spec_pair();

@@ -85,7 +85,8 @@ void attention_avx2(const AttnArgs& a, ThreadPool& pool) {
   const int64_t splits = (group + kMaxGroup - 1) / kMaxGroup;
   const int64_t items = a.T * a.nkv * splits;
   // later rows are longer: hand them out first
-  pool.parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
+  const double work = double(a.T) * double(a.nh) * double(a.first_len + a.T) * double(hd) * 2.0;
+  pool.parallel_for(items, 1, work, 1 << 17, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> p;
     for (int64_t ii = i0; ii < i1; ++ii) {
       const int64_t i = items - 1 - ii;

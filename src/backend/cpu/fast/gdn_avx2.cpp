@@ -235,7 +235,8 @@ MERE_AVX2 void gdn_chunked_head(float* S, const float* q, const float* k, const 
 void gated_delta_avx2(const GdnArgs& a, bool chunked, int64_t chunk, ThreadPool& pool) {
   const int64_t ratio = a.Hv / a.Hk, T = a.T, Dk = a.Dk, Dv = a.Dv;
   if (Dk % 8 != 0) return gated_delta_generic(a, chunked, chunk, pool);
-  pool.parallel_for(a.Hv, 1, [&](int64_t h0, int64_t h1) {
+  const double work = double(T) * double(a.Hv) * double(Dk) * double(Dv) * (chunked ? 6.0 : 3.0);
+  pool.parallel_for(a.Hv, 1, work, 1 << 17, [&](int64_t h0, int64_t h1) {
     thread_local ChunkScratch w;
     for (int64_t h = h0; h < h1; ++h) {
       const int64_t kidx = h / ratio;

@@ -35,13 +35,14 @@ void linear_generic(const Matrix& W, const float* x, int64_t T, float* y, Thread
       for (int64_t t = 0; t < T; ++t) y[t * W.rows + r] = dot8(row.data(), x + t * W.cols, W.cols);
     }
   };
-  if (W.rows * W.cols * T < (1 << 15)) body(0, W.rows);
+  if (W.rows * W.cols * T < (1 << 17)) body(0, W.rows);
   else pool.parallel_for(W.rows, 16, body);
 }
 
 void gated_delta_generic(const GdnArgs& a, bool chunked, int64_t chunk, ThreadPool& pool) {
   const int64_t ratio = a.Hv / a.Hk, T = a.T, Dk = a.Dk, Dv = a.Dv;
-  pool.parallel_for(a.Hv, 1, [&](int64_t h0, int64_t h1) {
+  const double work = double(T) * double(a.Hv) * double(Dk) * double(Dv) * 3.0;
+  pool.parallel_for(a.Hv, 1, work, 1 << 17, [&](int64_t h0, int64_t h1) {
     std::vector<float> qh(static_cast<size_t>(T * Dk)), kh(static_cast<size_t>(T * Dk)), vh(static_cast<size_t>(T * Dv)),
         gh(static_cast<size_t>(T)), bh(static_cast<size_t>(T)), oh(static_cast<size_t>(T * Dv));
     for (int64_t h = h0; h < h1; ++h) {
@@ -79,7 +80,8 @@ void gated_delta_generic(const GdnArgs& a, bool chunked, int64_t chunk, ThreadPo
 
 void attention_generic(const AttnArgs& a, ThreadPool& pool) {
   const int64_t group = a.nh / a.nkv, hd = a.hd;
-  pool.parallel_for(a.T * a.nh, 4, [&](int64_t i0, int64_t i1) {
+  const double work = double(a.T) * double(a.nh) * double(a.first_len + a.T) * double(hd) * 2.0;
+  pool.parallel_for(a.T * a.nh, 4, work, 1 << 17, [&](int64_t i0, int64_t i1) {
     std::vector<float> p;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / a.nh, h = i % a.nh, kh = h / group, len = a.first_len + t;

@@ -1,12 +1,15 @@
 // AVX2/FMA linear kernels: y[t] = W x[t] for affine 4/8-bit (MLX layout, read in place) and
 // float (F32/BF16/F16) weights. Quantised weights use int8-quantised activations (per token and
 // weight group: d = max|x|/127) and integer dot products (vpmaddubsw for 4-bit, vpmaddwd for 8-bit):
-//   y = sum_g s_g * d_g * sum_c q_c xq_c  +  sum_g b_g * sum_c x_c      (the bias term in exact f32)
+//   y = sum_g s_g d_g sum_c q_c xq_c  +  sum_g [b_g X_g + o s_g (X_g - d_g sum_c xq_c)]
+// with X_g = sum_c x_c in exact f32 and o = 2^(bits-1): the last term makes the activation
+// rounding error multiply s (q - o) (half the group's range) instead of s q.
 // 4-bit codes stay packed as MLX stores them (byte i of a 64-column chunk holds columns 2i, 2i+1);
 // the activations are permuted to match (evens, then odds), so no weight repacking is needed.
 // Tiles of NR rows x NT tokens share loads; each (row, token) accumulator sees the same operation
 // sequence in every tile shape, hence batch-width invariance. Reference: ops::linear.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -22,6 +25,12 @@ namespace {
 
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
+// Software prefetch distance (bytes) for the decode matrix-vector kernels; MERE_CPU_PREFETCH overrides.
+const int64_t g_prefetch = [] {
+  const char* e = std::getenv("MERE_CPU_PREFETCH");
+  return e ? std::atoll(e) : int64_t{0};
+}();
+
 // Quantised activations for one matrix format, T rows.
 struct QuantActs {
   int64_t T = 0, cols = 0, stride = 0;  // stride: bytes (4-bit) or int16s (8-bit) per row
@@ -31,9 +40,10 @@ struct QuantActs {
   std::vector<float> dxv;     // 4-bit: [T, units, 8] activation scale per lane of a unit
   std::vector<float> dx;      // 8-bit: [T, groups]
   std::vector<float> xs;      // [T, groups_pad] sum of x over each group (zero padded)
+  std::vector<float> xe;      // [T, groups_pad] o * (X_g - d_g sum_c xq_c), o = 2^(bits-1) (zero padded)
 };
 
-// Scales/biases of one row as f32, biases zero-padded to a multiple of 8 groups.
+// Scales/biases of one row as f32, zero-padded to a multiple of 8 groups.
 MERE_AVX2 void row_params(const Matrix& W, int64_t r, int64_t groups, int64_t groups_pad, float* sc, float* bi) {
   const size_t off = static_cast<size_t>(r * groups);
   switch (W.scale_dtype) {
@@ -61,20 +71,29 @@ MERE_AVX2 void row_params(const Matrix& W, int64_t r, int64_t groups, int64_t gr
       std::memcpy(bi, b, static_cast<size_t>(groups) * 4);
     }
   }
-  for (int64_t g = groups; g < groups_pad; ++g) bi[g] = 0.0f;
+  for (int64_t g = groups; g < groups_pad; ++g) sc[g] = bi[g] = 0.0f;
 }
 
-// Max-abs, sum and int8 quantisation of n (multiple of 8) floats into natural-order int32 lanes.
-MERE_AVX2_INLINE __m256i quant8(const float* x, __m256 id) {
-  return _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), id));  // round to nearest even
+// 8 floats -> 8 int32 codes round(x * id) (nearest even), added to *sum.
+MERE_AVX2_INLINE __m256i quant8(const float* x, __m256 id, __m256i* sum) {
+  __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), id));
+  *sum = _mm256_add_epi32(*sum, q);
+  return q;
 }
 
 // 32 floats -> 32 int8 in natural order.
-MERE_AVX2_INLINE __m256i quant32_i8(const float* x, __m256 id) {
-  __m256i a = _mm256_packs_epi32(quant8(x, id), quant8(x + 8, id));       // a0-3 b0-3 | a4-7 b4-7
-  __m256i b = _mm256_packs_epi32(quant8(x + 16, id), quant8(x + 24, id));
+MERE_AVX2_INLINE __m256i quant32_i8(const float* x, __m256 id, __m256i* sum) {
+  __m256i a = _mm256_packs_epi32(quant8(x, id, sum), quant8(x + 8, id, sum));  // a0-3 b0-3 | a4-7 b4-7
+  __m256i b = _mm256_packs_epi32(quant8(x + 16, id, sum), quant8(x + 24, id, sum));
   __m256i c = _mm256_packs_epi16(a, b);  // lanes interleaved by 4 bytes
   return _mm256_permutevar8x32_epi32(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+MERE_AVX2_INLINE int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
 }
 
 // Quantises row t of x [cols] (cols % group == 0) into qa: bits 4: permuted int8 + dxv; bits 8:
@@ -82,6 +101,8 @@ MERE_AVX2_INLINE __m256i quant32_i8(const float* x, __m256 id) {
 MERE_AVX2 void quantize_row(const float* x, int64_t cols, int group, int bits, QuantActs& qa, int64_t t) {
   const int64_t G = group, groups = cols / G;
   float* xs = qa.xs.data() + t * qa.groups_pad;
+  float* xe = qa.xe.data() + t * qa.groups_pad;
+  const float offset = bits == 8 ? 128.0f : 8.0f;
   alignas(32) int8_t nat[128];  // natural-order codes, indexed by column mod 128
   int64_t next_chunk = 0;       // first 64-column chunk not yet permuted (4-bit)
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -97,13 +118,15 @@ MERE_AVX2 void quantize_row(const float* x, int64_t cols, int group, int bits, Q
     const float amax = hmax8(vmax);
     const float d = amax / 127.0f;
     const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    __m256i qsum = _mm256_setzero_si256();
     if (bits == 8) {
       qa.dx[static_cast<size_t>(t * qa.groups + g)] = d;
       int16_t* q16 = qa.q16.data() + t * qa.stride + g * G;
       for (int64_t c = 0; c < G; c += 16) {
-        __m256i a = _mm256_packs_epi32(quant8(xg + c, id), quant8(xg + c + 8, id));
+        __m256i a = _mm256_packs_epi32(quant8(xg + c, id, &qsum), quant8(xg + c + 8, id, &qsum));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(q16 + c), _mm256_permute4x64_epi64(a, 0xD8));
       }
+      xe[g] = offset * (xs[g] - d * static_cast<float>(hsum_epi32(qsum)));
       continue;
     }
     float* dxv = qa.dxv.data() + t * qa.units * 8;
@@ -112,7 +135,8 @@ MERE_AVX2 void quantize_row(const float* x, int64_t cols, int group, int bits, Q
     else
       for (int l = 0; l < 8; ++l) dxv[g * 8 + l] = d;  // one unit per group (64 or 128 columns)
     for (int64_t c = 0; c < G; c += 32)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(nat + ((g * G + c) & 127)), quant32_i8(xg + c, id));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(nat + ((g * G + c) & 127)), quant32_i8(xg + c, id, &qsum));
+    xe[g] = offset * (xs[g] - d * static_cast<float>(hsum_epi32(qsum)));
     // permute every chunk completed by this group: evens then odds of each 32-column half
     const int64_t end = (g + 1) * G;
     int8_t* q8 = qa.q8.data() + t * qa.stride;
@@ -130,7 +154,7 @@ MERE_AVX2 void quantize_row(const float* x, int64_t cols, int group, int bits, Q
       ++next_chunk;
     }
   }
-  for (int64_t g = groups; g < qa.groups_pad; ++g) xs[g] = 0.0f;
+  for (int64_t g = groups; g < qa.groups_pad; ++g) xs[g] = xe[g] = 0.0f;
 }
 
 void prepare_acts(const Matrix& W, const float* x, int64_t T, QuantActs& qa, ThreadPool& pool) {
@@ -151,6 +175,7 @@ void prepare_acts(const Matrix& W, const float* x, int64_t T, QuantActs& qa, Thr
     qa.dx.resize(static_cast<size_t>(T * qa.groups));
   }
   qa.xs.resize(static_cast<size_t>(T * qa.groups_pad));
+  qa.xe.resize(qa.xs.size());
   auto body = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) quantize_row(x + t * cols, cols, W.group, W.bits, qa, t);
   };
@@ -175,8 +200,11 @@ MERE_AVX2 void q4_tile(const uint8_t* const* codes, const float* const* sc, cons
   }
   constexpr int CPU = G == 128 ? 2 : 1;  // 64-column chunks per unit
   const int64_t full_units = G == 128 ? cols / 128 : cols / 64;
+  const int64_t pf = NT == 1 ? g_prefetch : 0;  // decode streams the weights: prefetch ahead
   for (int64_t u = 0; u < full_units; ++u) {
     const int64_t c0 = u * 64 * CPU;
+    if (pf && (CPU == 2 || (u & 1) == 0))
+      for (int r = 0; r < NR; ++r) _mm_prefetch(reinterpret_cast<const char*>(codes[r] + c0 / 2 + pf), _MM_HINT_T0);
     for (int r = 0; r < NR; ++r) {
       __m256i lo[CPU], hi[CPU];
       for (int k = 0; k < CPU; ++k) {
@@ -219,9 +247,12 @@ MERE_AVX2 void q4_tile(const uint8_t* const* codes, const float* const* sc, cons
   for (int r = 0; r < NR; ++r)
     for (int t = 0; t < NT; ++t) {
       const float* xs = qa.xs.data() + (t0 + t) * qa.groups_pad;
+      const float* xe = qa.xe.data() + (t0 + t) * qa.groups_pad;
       __m256 b = _mm256_setzero_ps();
-      for (int64_t g = 0; g < qa.groups_pad; g += 8)
+      for (int64_t g = 0; g < qa.groups_pad; g += 8) {
         b = _mm256_fmadd_ps(_mm256_loadu_ps(bi[r] + g), _mm256_loadu_ps(xs + g), b);
+        b = _mm256_fmadd_ps(_mm256_loadu_ps(sc[r] + g), _mm256_loadu_ps(xe + g), b);
+      }
       y[(t0 + t) * ldy + r0 + r] = hsum8(_mm256_add_ps(acc[r][t], b));
     }
 }
@@ -260,9 +291,12 @@ MERE_AVX2 void q8_tile(const uint8_t* const* codes, const float* const* sc, cons
   for (int r = 0; r < NR; ++r)
     for (int t = 0; t < NT; ++t) {
       const float* xs = qa.xs.data() + (t0 + t) * qa.groups_pad;
+      const float* xe = qa.xe.data() + (t0 + t) * qa.groups_pad;
       __m256 b = _mm256_setzero_ps();
-      for (int64_t g = 0; g < qa.groups_pad; g += 8)
+      for (int64_t g = 0; g < qa.groups_pad; g += 8) {
         b = _mm256_fmadd_ps(_mm256_loadu_ps(bi[r] + g), _mm256_loadu_ps(xs + g), b);
+        b = _mm256_fmadd_ps(_mm256_loadu_ps(sc[r] + g), _mm256_loadu_ps(xe + g), b);
+      }
       y[(t0 + t) * ldy + r0 + r] = hsum8(_mm256_add_ps(acc[r][t], b));
     }
 }
@@ -337,7 +371,7 @@ void linear_quant(const Matrix& W, const float* x, int64_t T, float* y, ThreadPo
     }
   };
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
-  if (rows * W.cols * T < (1 << 15)) body(0, blocks);
+  if (rows * W.cols * T < (1 << 17)) body(0, blocks);
   else pool.parallel_for(blocks, std::max<int64_t>(1, std::min<int64_t>(8, blocks / (8 * pool.size()))), body);
 }
 
@@ -419,7 +453,7 @@ void linear_float_t(const Matrix& W, const float* x, int64_t T, float* y, Thread
     }
   };
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
-  if (rows * cols * T < (1 << 15)) body(0, blocks);
+  if (rows * cols * T < (1 << 17)) body(0, blocks);
   else pool.parallel_for(blocks, std::max<int64_t>(1, std::min<int64_t>(8, blocks / (8 * pool.size()))), body);
 }
 

@@ -1,0 +1,320 @@
+// Affine 4/8-bit group-64 matrix x skinny-rows kernels (see qmatvec.h for the exact contract).
+// A warp owns R rows; lane l streams 16-byte code chunks j = l, l+32, ... of each, U chunks in
+// flight, reusing the x slice it loads for all R rows. Codes become floats without conversions:
+// (code bits | 0x4B000000) - 2^23 = q * 16^p exactly, and x was prescaled by 16^-p (prepare step).
+// The prepared x is stored lane-interleaved ([span of 32 chunks][float4 unit][lane]) so that each
+// x load of a warp reads 512 contiguous bytes (v1 read 32 scattered lines per load: L1-bound).
+#include "backend/cuda/qmatvec.h"
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace mere::cuda {
+namespace {
+
+constexpr uint32_t kMagic = 0x4B000000u;  // 2^23 as float bits
+constexpr float kMagicF = 8388608.0f;
+constexpr int kWarpsPerBlock = 4;
+
+__device__ __forceinline__ float bf16_bits_to_f32(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+
+// 16-byte streaming load: read-only path, not kept in L1 (x is what L1 should hold).
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int k) {
+  return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
+}
+
+// (w & mask) | 2^23-magic in one LOP3 (plain C++ gave two), then the exact subtraction.
+template <uint32_t kMask>
+__device__ __forceinline__ float magic_minus(uint32_t w, uint32_t magic) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(w), "n"(kMask), "r"(magic));
+  return __fsub_rn(__uint_as_float(r), kMagicF);
+}
+
+// One 32-bit word of codes -> 32/BITS floats q * 2^(BITS*p) (p: the code's slot inside its field).
+template <int BITS>
+__device__ __forceinline__ void dequant_word(uint32_t w, uint32_t magic, float* d) {
+  if constexpr (BITS == 4) {
+    d[0] = magic_minus<0x0000000Fu>(w, magic);
+    d[1] = magic_minus<0x000000F0u>(w, magic);
+    d[2] = magic_minus<0x00000F00u>(w, magic);
+    d[3] = magic_minus<0x0000F000u>(w, magic);
+    d[4] = magic_minus<0x000F0000u>(w, magic);
+    const uint32_t h = w >> 20;
+    d[5] = magic_minus<0x0000000Fu>(h, magic);
+    d[6] = magic_minus<0x000000F0u>(h, magic);
+    d[7] = magic_minus<0x00000F00u>(h, magic);
+  } else {
+    d[0] = magic_minus<0x000000FFu>(w, magic);
+    d[1] = magic_minus<0x0000FF00u>(w, magic);
+    const uint32_t h = w >> 16;
+    d[2] = magic_minus<0x000000FFu>(h, magic);
+    d[3] = magic_minus<0x0000FF00u>(h, magic);
+  }
+}
+
+// Floats of one row t of the prepared x: whole spans of 32 chunks (the last one padded).
+__host__ __device__ inline int64_t xs_stride(int64_t cols, int bits) {
+  const int64_t E = 128 / bits, nchunk = cols / E;
+  return (nchunk + 31) / 32 * 32 * E;
+}
+
+// Power-of-two prescale of x for the code slot `s` inside a word (undoes dequant_word's 2^(BITS*p)).
+template <int BITS>
+__host__ __device__ constexpr float slot_prescale(int s) {
+  if constexpr (BITS == 4) {
+    constexpr float k4[8] = {1.0f, 0.0625f, 0.00390625f, 0.000244140625f, 1.52587890625e-05f, 1.0f, 0.0625f, 0.00390625f};
+    return k4[s];
+  } else {
+    return (s & 1) ? 0.00390625f : 1.0f;
+  }
+}
+
+// ws = [xs: T rows of xs_stride prescaled x, lane-interleaved: float4 unit u of chunk j at unit
+// ((j/32)*UPC + u)*32 + j%32][sx: T*nchunk chunk sums of x]. One thread per (t, chunk).
+template <int BITS>
+__global__ void qmatvec_prepare_kernel(const float* __restrict__ x, int T, int cols, float* __restrict__ ws) {
+  constexpr int E = 128 / BITS, PW = 32 / BITS, UPC = E / 4;
+  const int nchunk = cols / E;
+  const int stride = static_cast<int>(xs_stride(cols, BITS));
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= T * nchunk) return;
+  const int t = idx / nchunk, j = idx - t * nchunk;
+  const float* xr = x + static_cast<size_t>(t) * cols + static_cast<size_t>(j) * E;
+  float4* xs = reinterpret_cast<float4*>(ws + static_cast<size_t>(t) * stride) + (j >> 5) * UPC * 32 + (j & 31);
+  float s = 0.0f;
+#pragma unroll
+  for (int e = 0; e < E; e += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(xr + e);
+    s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v.x), v.y), v.z), v.w);
+    float4 o;
+    o.x = __fmul_rn(v.x, slot_prescale<BITS>((e + 0) % PW));
+    o.y = __fmul_rn(v.y, slot_prescale<BITS>((e + 1) % PW));
+    o.z = __fmul_rn(v.z, slot_prescale<BITS>((e + 2) % PW));
+    o.w = __fmul_rn(v.w, slot_prescale<BITS>((e + 3) % PW));
+    xs[(e / 4) * 32] = o;
+  }
+  ws[static_cast<size_t>(T) * stride + idx] = s;
+}
+
+// y[t, r] for R rows per warp, U chunks per row in flight per lane.
+template <int BITS, int T, int R, int U>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    qmatvec_kernel(const uint4* __restrict__ codes, const uint16_t* __restrict__ scales,
+                   const uint16_t* __restrict__ biases, const float* __restrict__ ws, int rows, int cols,
+                   float* __restrict__ y) {
+  constexpr int E = 128 / BITS;  // columns per 16-byte chunk
+  constexpr int PW = 32 / BITS;  // columns per word
+  constexpr int UPC = E / 4;     // float4 units of x per chunk
+  const int nchunk = cols / E;
+  const int ngroups = cols / 64;
+  const int lane = threadIdx.x & 31;
+  const int row0 = (blockIdx.x * kWarpsPerBlock + static_cast<int>(threadIdx.x >> 5)) * R;
+  if (row0 >= rows) return;
+  const int stride = static_cast<int>(xs_stride(cols, BITS));
+  const float* sx = ws + static_cast<size_t>(T) * stride;
+  uint32_t magic;
+  asm("mov.b32 %0, %1;" : "=r"(magic) : "n"(kMagic));
+
+  const uint4* wrow[R];
+  int srow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int rr = min(row0 + r, rows - 1);  // tail rows repeat the last row; their results are dropped
+    wrow[r] = codes + static_cast<size_t>(rr) * nchunk;
+    srow[r] = rr * ngroups;
+  }
+
+  float acc[R][T];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
+
+  for (int base = lane; base < nchunk; base += 32 * U) {
+    uint4 wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = base + 32 * u;
+      if (j < nchunk) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) wv[u][r] = ld_stream(wrow[r] + j);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = base + 32 * u;
+      if (j < nchunk) {
+        const int g = (j * E) / 64;
+        float s[R], b[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          s[r] = bf16_bits_to_f32(__ldg(scales + srow[r] + g));
+          b[r] = bf16_bits_to_f32(__ldg(biases + srow[r] + g));
+        }
+        // x units of chunk j: (j/32)*UPC*32 + j%32 + u*32 (lane-consecutive: coalesced)
+        const float4* xj = reinterpret_cast<const float4*>(ws) + (j >> 5) * UPC * 32 + (j & 31);
+        float qx[R][T];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int t = 0; t < T; ++t) qx[r][t] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          float d[R][PW];
+#pragma unroll
+          for (int r = 0; r < R; ++r) dequant_word<BITS>(word_of(wv[u][r], k), magic, d[r]);
+#pragma unroll
+          for (int t = 0; t < T; ++t) {
+            const float4* xp = xj + static_cast<size_t>(t) * (stride / 4) + (k * PW / 4) * 32;
+            float xv[PW];
+#pragma unroll
+            for (int e = 0; e < PW; e += 4) {
+              const float4 v4 = __ldg(xp + (e / 4) * 32);
+              xv[e] = v4.x;
+              xv[e + 1] = v4.y;
+              xv[e + 2] = v4.z;
+              xv[e + 3] = v4.w;
+            }
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+              for (int e = 0; e < PW; ++e) qx[r][t] = __fmaf_rn(d[r][e], xv[e], qx[r][t]);
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          const float sxt = __ldg(sx + static_cast<size_t>(t) * nchunk + j);
+#pragma unroll
+          for (int r = 0; r < R; ++r) acc[r][t] = __fmaf_rn(s[r], qx[r][t], __fmaf_rn(b[r], sxt, acc[r][t]));
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      float v = acc[r][t];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+      acc[r][t] = v;
+    }
+  // lane (r*T + t) % 32 stores (r, t): spreads the stores over the warp
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+      if (lane == (r * T + t) % 32 && row0 + r < rows) y[static_cast<size_t>(t) * rows + row0 + r] = acc[r][t];
+}
+
+using KernelFn = void (*)(const uint4*, const uint16_t*, const uint16_t*, const float*, int, int, float*);
+
+struct Variant {
+  int bits, R, U;
+  int t_lo, t_hi;  // T range compiled for this variant
+  KernelFn fns[kMaxSkinnyRows];
+};
+
+template <int BITS, int R, int U, int TLO, int THI>
+Variant make_variant() {
+  Variant v{BITS, R, U, TLO, THI, {}};
+  [&]<int... Is>(std::integer_sequence<int, Is...>) {
+    ((v.fns[TLO - 1 + Is] = &qmatvec_kernel<BITS, TLO + Is, R, U>), ...);
+  }(std::make_integer_sequence<int, THI - TLO + 1>{});
+  return v;
+}
+
+// Compiled configurations: R=4, U=2 for T <= 4, R=4, U=1 above (register pressure); 4-bit T <= 2
+// also R=8/U=1 and R=2/U=2 (the T = 1 defaults) and R=4/U=4, R=2/U=4 (the benchmark's sweep).
+const Variant* variants(int* count) {
+  static const Variant table[] = {
+      make_variant<4, 4, 2, 1, 4>(), make_variant<4, 4, 1, 5, 9>(), make_variant<8, 4, 2, 1, 4>(),
+      make_variant<8, 4, 1, 5, 9>(), make_variant<4, 4, 4, 1, 2>(), make_variant<4, 2, 4, 1, 2>(),
+      make_variant<4, 8, 1, 1, 2>(), make_variant<4, 2, 2, 1, 2>(),
+  };
+  *count = static_cast<int>(sizeof(table) / sizeof(table[0]));
+  return table;
+}
+
+const Variant* find_variant(int bits, int64_t T, int R, int U) {
+  int n = 0;
+  const Variant* v = variants(&n);
+  for (int i = 0; i < n; ++i)
+    if (v[i].bits == bits && v[i].R == R && v[i].U == U && T >= v[i].t_lo && T <= v[i].t_hi) return &v[i];
+  return nullptr;
+}
+
+void check_shape(const char* where, int bits, int64_t T, int64_t cols) {
+  MERE_CHECK(bits == 4 || bits == 8, where, "unsupported bits: expected 4 or 8, got ", bits);
+  MERE_CHECK(T >= 1 && T <= kMaxSkinnyRows, where, "row count out of range: expected 1..", kMaxSkinnyRows, ", got ", T);
+  MERE_CHECK(cols > 0 && cols % 64 == 0, where, "input width must be a positive multiple of the group (64), got ", cols);
+  MERE_CHECK(T * cols < (int64_t{1} << 31), where, "input too large: expected T*cols < 2^31, got ", T * cols);
+}
+
+}  // namespace
+
+int64_t qmatvec_workspace_floats(int64_t T, int64_t cols, int bits) {
+  return T * xs_stride(cols, bits) + T * (cols * bits / 128);
+}
+
+QMatvecConfig qmatvec_default_config(int bits, int64_t T, int64_t rows) {
+  // 4-bit T = 1 (H200 sweep, v2): 8 rows a warp when there are enough rows to fill the chip
+  // (>= 8192: 1024+ warps), else 2 rows a warp with 2 chunks in flight (more warps).
+  if (bits == 4 && T == 1) return rows >= 8192 ? QMatvecConfig{8, 1} : QMatvecConfig{2, 2};
+  return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1};
+}
+
+bool qmatvec_config_available(int bits, int64_t T, QMatvecConfig cfg) {
+  if (cfg.rows_per_warp == 0 || cfg.unroll == 0) cfg = qmatvec_default_config(bits, T, 1);
+  return find_variant(bits, T, cfg.rows_per_warp, cfg.unroll) != nullptr;
+}
+
+void qmatvec_prepare(CudaDevice& dev, const float* x, int64_t T, int64_t cols, int bits, float* ws) {
+  check_shape("qmatvec_prepare", bits, T, cols);
+  DeviceGuard guard(dev.ordinal());
+  const int n = static_cast<int>(T * (cols * bits / 128));
+  const int threads = 128, blocks = (n + threads - 1) / threads;
+  if (bits == 4)
+    qmatvec_prepare_kernel<4><<<blocks, threads, 0, dev.stream()>>>(x, static_cast<int>(T), static_cast<int>(cols), ws);
+  else
+    qmatvec_prepare_kernel<8><<<blocks, threads, 0, dev.stream()>>>(x, static_cast<int>(T), static_cast<int>(cols), ws);
+  MERE_CUDA_CHECK_LAUNCH("qmatvec_prepare_kernel");
+}
+
+void qmatvec(CudaDevice& dev, const QWeightView& W, const float* ws, int64_t T, float* y, QMatvecConfig cfg) {
+  check_shape("qmatvec", W.bits, T, W.cols);
+  MERE_CHECK(W.rows > 0 && W.rows < (int64_t{1} << 31) && W.rows * (W.cols / 64) < (int64_t{1} << 31), "qmatvec",
+             "row count out of range: expected 1..2^31 rows with rows*cols/64 < 2^31, got ", W.rows);
+  if (cfg.rows_per_warp == 0 || cfg.unroll == 0) cfg = qmatvec_default_config(W.bits, T, W.rows);
+  const Variant* v = find_variant(W.bits, T, cfg.rows_per_warp, cfg.unroll);
+  MERE_CHECK(v != nullptr, "qmatvec", "no compiled kernel for bits=", W.bits, " T=", T, " rows_per_warp=",
+             cfg.rows_per_warp, " unroll=", cfg.unroll);
+  DeviceGuard guard(dev.ordinal());
+  const int64_t warps = (W.rows + cfg.rows_per_warp - 1) / cfg.rows_per_warp;
+  const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  v->fns[T - 1]<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, dev.stream()>>>(
+      reinterpret_cast<const uint4*>(W.codes), W.scales, W.biases, ws, static_cast<int>(W.rows),
+      static_cast<int>(W.cols), y);
+  MERE_CUDA_CHECK_LAUNCH("qmatvec_kernel");
+}
+
+void qlinear(CudaDevice& dev, const QWeightView& W, const float* x, int64_t T, float* ws, float* y,
+             QMatvecConfig cfg) {
+  qmatvec_prepare(dev, x, T, W.cols, W.bits, ws);
+  qmatvec(dev, W, ws, T, y, cfg);
+}
+
+}  // namespace mere::cuda

@@ -1,0 +1,782 @@
+// mere_cuda_check: correctness checks and benchmarks of the CUDA kernels on a real GPU (a plain
+// main, no gtest: the GPU machine has none). Checks every kernel against the CPU reference ops on
+// random inputs (real Qwen3.5 shapes and kernel-breaking sizes), outputs poisoned with NaN first,
+// plus bitwise batch-width invariance; then measures copy bandwidth and times the kernels.
+// Usage: mere_cuda_check [--quick] [--no-bench] [--ncu] [--json PATH]; --quick: small shapes, no
+// benchmarks (for compute-sanitizer); --ncu: only a few matvec launches to profile. Exit 1 on failure.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device.h"
+#include "backend/cuda/gdn.h"
+#include "backend/cuda/norm.h"
+#include "backend/cuda/qmatvec.h"
+#include "core/dtype.h"
+#include "model/matrix.h"
+#include "ops/ops.h"
+
+using namespace mere;
+using namespace mere::cuda;
+
+namespace {
+
+// ---------------------------------------------------------------- random numbers
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x1234567ull) {}
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  float uniform(float a, float b) { return a + (b - a) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
+};
+
+std::vector<float> random_vec(size_t n, uint64_t seed, float a = -1.0f, float b = 1.0f) {
+  Rng r(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = r.uniform(a, b);
+  return v;
+}
+
+// ---------------------------------------------------------------- JSON-ish log
+struct Report {
+  std::vector<std::string> checks, bench;
+  std::string device, extra;
+  int failures = 0, passes = 0;
+};
+Report g_report;
+
+std::string jnum(double v) {
+  if (!std::isfinite(v)) return "null";
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.6g", v);
+  return b;
+}
+
+// ---------------------------------------------------------------- comparison
+struct Metrics {
+  double nmse = 0, max_abs = 0, rms_ref = 0;
+  size_t nonfinite = 0, out_of_bound = 0, n = 0;
+};
+
+// |got - ref| <= atol_rms * rms(ref) + rtol * |ref| element-wise; NMSE = sum d^2 / sum ref^2.
+Metrics compare(const float* got, const float* ref, size_t n, double atol_rms, double rtol) {
+  Metrics m;
+  m.n = n;
+  double ss_ref = 0, ss_d = 0;
+  for (size_t i = 0; i < n; ++i) ss_ref += static_cast<double>(ref[i]) * ref[i];
+  m.rms_ref = std::sqrt(ss_ref / static_cast<double>(std::max<size_t>(n, 1)));
+  const double atol = atol_rms * m.rms_ref + 1e-30;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(got[i]) || !std::isfinite(ref[i])) {
+      ++m.nonfinite;
+      continue;
+    }
+    const double d = static_cast<double>(got[i]) - ref[i];
+    ss_d += d * d;
+    m.max_abs = std::max(m.max_abs, std::fabs(d));
+    if (std::fabs(d) > atol + rtol * std::fabs(ref[i])) ++m.out_of_bound;
+  }
+  m.nmse = ss_ref > 0 ? ss_d / ss_ref : ss_d;
+  return m;
+}
+
+bool record(const std::string& name, const Metrics& m, double nmse_tol) {
+  const bool ok = m.nonfinite == 0 && m.out_of_bound == 0 && m.nmse <= nmse_tol;
+  std::ostringstream o;
+  o << "{\"check\":\"" << name << "\",\"pass\":" << (ok ? "true" : "false") << ",\"n\":" << m.n
+    << ",\"nmse\":" << jnum(m.nmse) << ",\"nmse_tol\":" << jnum(nmse_tol) << ",\"max_abs_err\":" << jnum(m.max_abs)
+    << ",\"rms_ref\":" << jnum(m.rms_ref) << ",\"nonfinite\":" << m.nonfinite << ",\"out_of_bound\":" << m.out_of_bound
+    << "}";
+  g_report.checks.push_back(o.str());
+  if (ok) {
+    ++g_report.passes;
+  } else {
+    ++g_report.failures;
+    std::printf("FAIL %s: nmse %.3g (tol %.3g) max_abs %.3g rms_ref %.3g nonfinite %zu out_of_bound %zu\n",
+                name.c_str(), m.nmse, nmse_tol, m.max_abs, m.rms_ref, m.nonfinite, m.out_of_bound);
+  }
+  return ok;
+}
+
+bool record_bool(const std::string& name, bool ok, const std::string& detail) {
+  std::ostringstream o;
+  o << "{\"check\":\"" << name << "\",\"pass\":" << (ok ? "true" : "false") << ",\"detail\":\"" << detail << "\"}";
+  g_report.checks.push_back(o.str());
+  if (ok) {
+    ++g_report.passes;
+  } else {
+    ++g_report.failures;
+    std::printf("FAIL %s: %s\n", name.c_str(), detail.c_str());
+  }
+  return ok;
+}
+
+// ---------------------------------------------------------------- device helpers
+template <class T>
+DeviceBuffer to_device(CudaDevice& dev, const std::vector<T>& v, const char* what) {
+  DeviceBuffer b = dev.alloc(v.size() * sizeof(T), what);
+  dev.upload(b.get(), v.data(), v.size() * sizeof(T));
+  return b;
+}
+template <class T>
+std::vector<T> from_device(CudaDevice& dev, const DeviceBuffer& b, size_t n) {
+  std::vector<T> v(n);
+  dev.download(v.data(), b.get(), n * sizeof(T));
+  return v;
+}
+void poison(CudaDevice& dev, DeviceBuffer& b) { dev.fill_bytes(b.get(), 0xFF, b.bytes()); }  // all-ones = NaN
+
+// ---------------------------------------------------------------- quantised matrices
+struct HostQ {
+  int64_t rows, cols;
+  int bits;
+  std::vector<uint32_t> codes;
+  std::vector<uint16_t> scales, biases;
+  Matrix view() const {
+    Matrix m;
+    m.rows = rows;
+    m.cols = cols;
+    m.bits = bits;
+    m.group = 64;
+    m.scale_dtype = DType::BF16;
+    m.data = codes.data();
+    m.scales = scales.data();
+    m.biases = biases.data();
+    return m;
+  }
+};
+
+HostQ random_q(int64_t rows, int64_t cols, int bits, uint64_t seed) {
+  HostQ q{rows, cols, bits, {}, {}, {}};
+  q.codes.resize(static_cast<size_t>(rows * cols * bits / 32));
+  q.scales.resize(static_cast<size_t>(rows * cols / 64));
+  q.biases.resize(q.scales.size());
+  Rng r(seed);
+  for (auto& w : q.codes) w = static_cast<uint32_t>(r.next());
+  const float half = static_cast<float>((1 << bits) - 1) * 0.5f;
+  for (size_t i = 0; i < q.scales.size(); ++i) {
+    const float s = r.uniform(0.004f, 0.02f) * ((r.next() & 1) ? 1.0f : -1.0f);  // MLX allows negative scales
+    q.scales[i] = f32_to_bf16(s);
+    q.biases[i] = f32_to_bf16(-half * s + r.uniform(-0.01f, 0.01f));
+  }
+  return q;
+}
+
+struct DevQ {
+  DeviceBuffer codes, scales, biases;
+  QWeightView view;
+};
+DevQ upload_q(CudaDevice& dev, const HostQ& q) {
+  DevQ d;
+  d.codes = to_device(dev, q.codes, "test codes");
+  d.scales = to_device(dev, q.scales, "test scales");
+  d.biases = to_device(dev, q.biases, "test biases");
+  d.view = QWeightView{d.codes.as<uint32_t>(), d.scales.as<uint16_t>(), d.biases.as<uint16_t>(), q.rows, q.cols, q.bits};
+  return d;
+}
+
+// ops::linear over row slices on all cores; y: [T, rows]
+void ref_linear_parallel(const Matrix& W, const float* x, int64_t T, float* y) {
+  const int nt = static_cast<int>(std::max(1u, std::min(32u, std::thread::hardware_concurrency())));
+  const int64_t per = (W.rows + nt - 1) / nt;
+  std::vector<std::thread> th;
+  for (int i = 0; i < nt; ++i) {
+    const int64_t r0 = i * per, n = std::min(per, W.rows - r0);
+    if (n <= 0) break;
+    th.emplace_back([&, r0, n] {
+      std::vector<float> tmp(static_cast<size_t>(n * T));
+      ops::linear(W.row_slice(r0, n), x, T, tmp.data());
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(y + t * W.rows + r0, tmp.data() + t * n, static_cast<size_t>(n) * sizeof(float));
+    });
+  }
+  for (auto& t : th) t.join();
+}
+
+// ---------------------------------------------------------------- matvec checks
+void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, const std::vector<int>& ref_Ts,
+                         uint64_t seed) {
+  const HostQ hq = random_q(rows, cols, bits, seed);
+  DevQ dq = upload_q(dev, hq);
+  const int64_t TM = kMaxSkinnyRows;
+  const std::vector<float> x = random_vec(static_cast<size_t>(TM * cols), seed + 1);
+  DeviceBuffer dx = to_device(dev, x, "test x");
+  DeviceBuffer ws = dev.alloc(static_cast<size_t>(qmatvec_workspace_floats(TM, cols, bits)) * 4, "test workspace");
+  DeviceBuffer dy = dev.alloc(static_cast<size_t>(TM * rows) * 4, "test y");
+  char tag[96];
+  std::snprintf(tag, sizeof(tag), "q%dmatvec[%lldx%lld]", bits, static_cast<long long>(rows), static_cast<long long>(cols));
+
+  // 1-row results for each of the 9 inputs, the baseline of the invariance check
+  std::vector<std::vector<float>> y1(TM);
+  for (int64_t t = 0; t < TM; ++t) {
+    poison(dev, dy);
+    qlinear(dev, dq.view, dx.as<float>() + t * cols, 1, ws.as<float>(), dy.as<float>());
+    y1[t] = from_device<float>(dev, dy, static_cast<size_t>(rows));
+  }
+  // against the CPU reference
+  for (int T : ref_Ts) {
+    poison(dev, dy);
+    qlinear(dev, dq.view, dx.as<float>(), T, ws.as<float>(), dy.as<float>());
+    const std::vector<float> got = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
+    std::vector<float> ref(static_cast<size_t>(T * rows));
+    ref_linear_parallel(hq.view(), x.data(), T, ref.data());
+    record(std::string(tag) + " T=" + std::to_string(T) + " vs ops::linear", compare(got.data(), ref.data(), got.size(), 1e-4, 1e-3),
+           1e-9);
+  }
+  // batch-width invariance: every row of a T-row call equals the 1-row call, bitwise
+  int64_t mismatches = 0;
+  std::string first;
+  for (int64_t T = 2; T <= TM; ++T) {
+    poison(dev, dy);
+    qlinear(dev, dq.view, dx.as<float>(), T, ws.as<float>(), dy.as<float>());
+    const std::vector<float> got = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t r = 0; r < rows; ++r)
+        if (std::memcmp(&got[t * rows + r], &y1[t][r], 4) != 0) {
+          if (mismatches++ == 0) first = "T=" + std::to_string(T) + " t=" + std::to_string(t) + " r=" + std::to_string(r);
+        }
+  }
+  record_bool(std::string(tag) + " batch invariance T=1..9 bitwise", mismatches == 0,
+              mismatches == 0 ? "all rows equal" : std::to_string(mismatches) + " mismatches, first " + first);
+  // every compiled launch shape gives bitwise the same result
+  if (bits == 4) {
+    const QMatvecConfig cfgs[] = {{4, 2}, {4, 4}, {2, 4}, {8, 1}, {2, 2}, {4, 1}};
+    int64_t bad = 0;
+    for (int T = 1; T <= 2; ++T)
+      for (const auto& c : cfgs) {
+        if (!qmatvec_config_available(bits, T, c)) continue;
+        poison(dev, dy);
+        qmatvec_prepare(dev, dx.as<float>(), T, cols, bits, ws.as<float>());
+        qmatvec(dev, dq.view, ws.as<float>(), T, dy.as<float>(), c);
+        const std::vector<float> got = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t r = 0; r < rows; ++r) bad += std::memcmp(&got[t * rows + r], &y1[t][r], 4) != 0;
+      }
+    record_bool(std::string(tag) + " launch shapes agree bitwise", bad == 0, std::to_string(bad) + " mismatches");
+  }
+}
+
+void check_qmatvec(CudaDevice& dev, bool quick) {
+  const std::vector<int> all = {1, 3, 9};
+  const int64_t breaking_rows[] = {1, 7, 31, 32, 33, 64, 65, 257};
+  const int64_t breaking_cols[] = {64, 192, 1088, 4160, 320, 64, 1088, 4160};
+  uint64_t seed = 100;
+  for (int i = 0; i < 8; ++i) {
+    check_qmatvec_shape(dev, breaking_rows[i], breaking_cols[i], 4, all, ++seed);
+    check_qmatvec_shape(dev, breaking_rows[i], breaking_cols[(i + 3) % 8], 8, all, ++seed);
+  }
+  check_qmatvec_shape(dev, 33, 17408, 4, all, ++seed);
+  check_qmatvec_shape(dev, 512, 2048, 4, all, ++seed);  // 35B-A3B expert gate/up
+  check_qmatvec_shape(dev, 2048, 512, 4, all, ++seed);  // 35B-A3B expert down
+  check_qmatvec_shape(dev, 2048, 512, 8, all, ++seed);
+  if (quick) return;
+  check_qmatvec_shape(dev, 17408, 5120, 4, all, ++seed);  // 27B gate/up
+  check_qmatvec_shape(dev, 5120, 17408, 4, all, ++seed);  // 27B down
+  check_qmatvec_shape(dev, 12288, 5120, 4, all, ++seed);  // 27B q_proj (with gate)
+  check_qmatvec_shape(dev, 10240, 5120, 4, all, ++seed);  // 27B in_proj_qkv
+  check_qmatvec_shape(dev, 17408, 5120, 8, {1, 9}, ++seed);
+  check_qmatvec_shape(dev, 248320, 5120, 4, {1, 9}, ++seed);  // lm_head
+}
+
+// ---------------------------------------------------------------- rms norm
+void check_rms_norm(CudaDevice& dev) {
+  const int64_t ns[] = {5120, 2048, 256, 1, 33, 4097};
+  const int64_t Ts[] = {1, 9, 4, 3, 7, 2};
+  for (int i = 0; i < 6; ++i) {
+    const int64_t n = ns[i], T = Ts[i];
+    const auto x = random_vec(static_cast<size_t>(T * n), 500 + i, -3.0f, 3.0f);
+    const auto w = random_vec(static_cast<size_t>(n), 600 + i, 0.5f, 1.5f);
+    DeviceBuffer dx = to_device(dev, x, "x"), dw = to_device(dev, w, "w");
+    DeviceBuffer dy = dev.alloc(x.size() * 4, "y");
+    poison(dev, dy);
+    rms_norm(dev, dx.as<float>(), dw.as<float>(), T, n, 1e-6f, dy.as<float>());
+    const auto got = from_device<float>(dev, dy, x.size());
+    std::vector<float> ref(x.size());
+    ops::rms_norm(x.data(), w.data(), T, n, 1e-6f, ref.data());
+    record("rms_norm[T=" + std::to_string(T) + ",n=" + std::to_string(n) + "] vs ops::rms_norm",
+           compare(got.data(), ref.data(), got.size(), 1e-5, 1e-5), 1e-11);
+    // row 0 alone equals row 0 of the T-row call
+    if (T > 1) {
+      DeviceBuffer d1 = dev.alloc(static_cast<size_t>(n) * 4, "y1");
+      poison(dev, d1);
+      rms_norm(dev, dx.as<float>() + (T - 1) * n, dw.as<float>(), 1, n, 1e-6f, d1.as<float>());
+      const auto one = from_device<float>(dev, d1, static_cast<size_t>(n));
+      record_bool("rms_norm[n=" + std::to_string(n) + "] batch invariance", std::memcmp(one.data(), got.data() + (T - 1) * n, n * 4) == 0,
+                  "last row alone vs in batch");
+    }
+  }
+}
+
+// ---------------------------------------------------------------- gated delta net
+void l2n_rows(std::vector<float>& v, int64_t rows, int64_t d, float mul) {
+  for (int64_t r = 0; r < rows; ++r) {
+    ops::l2_normalize(v.data() + r * d, d, 1e-6f);
+    for (int64_t j = 0; j < d; ++j) v[r * d + j] *= mul;
+  }
+}
+
+void check_gdn(CudaDevice& dev) {
+  struct Case { int64_t Hk, Hv, T; };
+  const Case cases[] = {{16, 48, 1}, {16, 48, 4}, {16, 32, 1}, {16, 32, 9}, {2, 2, 3}, {1, 3, 2}};
+  int ci = 0;
+  for (const auto& c : cases) {
+    const int64_t D = 128;
+    auto S = random_vec(static_cast<size_t>(c.Hv * D * D), 700 + ci, -0.5f, 0.5f);
+    auto q = random_vec(static_cast<size_t>(c.T * c.Hk * D), 710 + ci);
+    auto k = random_vec(static_cast<size_t>(c.T * c.Hk * D), 720 + ci);
+    l2n_rows(q, c.T * c.Hk, D, 1.0f / std::sqrt(128.0f));
+    l2n_rows(k, c.T * c.Hk, D, 1.0f);
+    auto v = random_vec(static_cast<size_t>(c.T * c.Hv * D), 730 + ci);
+    auto g = random_vec(static_cast<size_t>(c.T * c.Hv), 740 + ci, -3.0f, -0.01f);
+    auto beta = random_vec(static_cast<size_t>(c.T * c.Hv), 750 + ci, 0.05f, 0.95f);
+    DeviceBuffer dS = to_device(dev, S, "S"), dq = to_device(dev, q, "q"), dk = to_device(dev, k, "k"),
+                 dv = to_device(dev, v, "v"), dg = to_device(dev, g, "g"), db = to_device(dev, beta, "beta");
+    DeviceBuffer dout = dev.alloc(v.size() * 4, "o");
+    poison(dev, dout);
+    gdn_decode(dev, dS.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>(), dg.as<float>(), db.as<float>(), c.T,
+               c.Hk, c.Hv, D, D, dout.as<float>());
+    const auto got_o = from_device<float>(dev, dout, v.size());
+    const auto got_S = from_device<float>(dev, dS, S.size());
+    // reference: gdn_step per token and value head
+    std::vector<float> ref_o(v.size());
+    const int64_t rep = c.Hv / c.Hk;
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t h = 0; h < c.Hv; ++h)
+        ops::gdn_step(S.data() + h * D * D, q.data() + (t * c.Hk + h / rep) * D, k.data() + (t * c.Hk + h / rep) * D,
+                      v.data() + (t * c.Hv + h) * D, g[t * c.Hv + h], beta[t * c.Hv + h], D, D,
+                      ref_o.data() + (t * c.Hv + h) * D);
+    const std::string tag = "gdn_decode[Hk=" + std::to_string(c.Hk) + ",Hv=" + std::to_string(c.Hv) + ",T=" +
+                            std::to_string(c.T) + "]";
+    record(tag + " o vs ops::gdn_step", compare(got_o.data(), ref_o.data(), ref_o.size(), 1e-5, 1e-4), 1e-10);
+    record(tag + " S vs ops::gdn_step", compare(got_S.data(), S.data(), S.size(), 1e-5, 1e-4), 1e-10);
+    ++ci;
+  }
+}
+
+// ---------------------------------------------------------------- attention
+void check_attention(CudaDevice& dev, bool quick) {
+  struct Case { int64_t nh, nkv, len; KvType kv; };
+  std::vector<Case> cases = {{24, 4, 1, KvType::F32},    {24, 4, 7, KvType::BF16},   {24, 4, 129, KvType::F32},
+                             {24, 4, 1000, KvType::BF16}, {16, 2, 257, KvType::F32},  {16, 2, 3000, KvType::BF16},
+                             {8, 8, 65, KvType::F32},     {32, 2, 700, KvType::BF16}, {8, 2, 128, KvType::F32}};
+  if (!quick) {
+    cases.push_back({24, 4, 8192, KvType::BF16});
+    cases.push_back({24, 4, 8192, KvType::F32});
+    cases.push_back({16, 2, 40000, KvType::BF16});
+  }
+  int ci = 0;
+  for (const auto& c : cases) {
+    const int64_t hd = 256;
+    const auto q = random_vec(static_cast<size_t>(c.nh * hd), 800 + ci);
+    auto k = random_vec(static_cast<size_t>(c.len * c.nkv * hd), 810 + ci, -2.0f, 2.0f);
+    auto v = random_vec(static_cast<size_t>(c.len * c.nkv * hd), 820 + ci);
+    DeviceBuffer dk, dv;
+    if (c.kv == KvType::BF16) {
+      std::vector<uint16_t> kb(k.size()), vb(v.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        kb[i] = f32_to_bf16(k[i]);
+        k[i] = bf16_to_f32(kb[i]);
+        vb[i] = f32_to_bf16(v[i]);
+        v[i] = bf16_to_f32(vb[i]);
+      }
+      dk = to_device(dev, kb, "k bf16");
+      dv = to_device(dev, vb, "v bf16");
+    } else {
+      dk = to_device(dev, k, "k f32");
+      dv = to_device(dev, v, "v f32");
+    }
+    DeviceBuffer dq = to_device(dev, q, "q");
+    DeviceBuffer ws = dev.alloc(static_cast<size_t>(attention_decode_workspace_floats(dev, c.len, c.nh, c.nkv)) * 4, "ws");
+    DeviceBuffer dout = dev.alloc(q.size() * 4, "out");
+    poison(dev, dout);
+    poison(dev, ws);
+    attention_decode(dev, dq.as<float>(), dk.get(), dv.get(), c.kv, c.len, c.nh, c.nkv, hd, 1.0f / 16.0f,
+                     ws.as<float>(), dout.as<float>());
+    const auto got = from_device<float>(dev, dout, q.size());
+    std::vector<float> ref(q.size());
+    ops::attention(q.data(), k.data(), v.data(), c.len, c.nh, c.nkv, hd, 1.0f / 16.0f, ref.data());
+    record("attention_decode[nh=" + std::to_string(c.nh) + ",nkv=" + std::to_string(c.nkv) + ",len=" +
+               std::to_string(c.len) + (c.kv == KvType::BF16 ? ",bf16]" : ",f32]") + " vs ops::attention",
+           compare(got.data(), ref.data(), ref.size(), 1e-5, 1e-4), 1e-10);
+    ++ci;
+  }
+}
+
+// ---------------------------------------------------------------- timing
+struct Timing {
+  double median_us = 0, min_us = 0, max_us = 0;
+  int reps = 0;
+};
+
+// Times `reps` launches of fn(i) (i = rep index, for buffer rotation) after `warm` warm-ups, one
+// event pair per launch, all enqueued before the first read so the GPU never waits on the host.
+Timing time_launches(CudaDevice& dev, int warm, int reps, const std::function<void(int)>& fn) {
+  DeviceGuard guard(dev.ordinal());
+  for (int i = 0; i < warm; ++i) fn(i);
+  std::vector<cudaEvent_t> ev(2 * reps);
+  for (auto& e : ev) MERE_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    MERE_CUDA_CHECK(cudaEventRecord(ev[2 * i], dev.stream()));
+    fn(warm + i);
+    MERE_CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], dev.stream()));
+  }
+  dev.synchronize("timing");
+  std::vector<double> us(reps);
+  for (int i = 0; i < reps; ++i) {
+    float ms = 0;
+    MERE_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    us[i] = ms * 1000.0;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::sort(us.begin(), us.end());
+  Timing t;
+  t.reps = reps;
+  t.min_us = us.front();
+  t.max_us = us.back();
+  t.median_us = reps % 2 ? us[reps / 2] : 0.5 * (us[reps / 2 - 1] + us[reps / 2]);
+  return t;
+}
+
+// Per-launch time inside a captured graph of `n` launches (launch gaps shrink as in a decode graph).
+double time_graph(CudaDevice& dev, int n, const std::function<void(int)>& fn) {
+  DeviceGuard guard(dev.ordinal());
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  MERE_CUDA_CHECK(cudaStreamBeginCapture(dev.stream(), cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < n; ++i) fn(i);
+  MERE_CUDA_CHECK(cudaStreamEndCapture(dev.stream(), &graph));
+  MERE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  MERE_CUDA_CHECK(cudaGraphLaunch(exec, dev.stream()));
+  dev.synchronize("graph warm-up");
+  std::vector<double> per;
+  cudaEvent_t a, b;
+  MERE_CUDA_CHECK(cudaEventCreate(&a));
+  MERE_CUDA_CHECK(cudaEventCreate(&b));
+  for (int r = 0; r < 5; ++r) {
+    MERE_CUDA_CHECK(cudaEventRecord(a, dev.stream()));
+    MERE_CUDA_CHECK(cudaGraphLaunch(exec, dev.stream()));
+    MERE_CUDA_CHECK(cudaEventRecord(b, dev.stream()));
+    dev.synchronize("graph timing");
+    float ms = 0;
+    MERE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    per.push_back(ms * 1000.0 / n);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  std::sort(per.begin(), per.end());
+  return per[per.size() / 2];
+}
+
+double g_copy_gbs = 0;
+
+void add_bench(const std::string& name, double bytes, double flops, const Timing& t, double graph_us,
+               const std::string& extra = "") {
+  const double gbs = bytes / (t.median_us * 1e-6) / 1e9;
+  const double pred_us = g_copy_gbs > 0 ? bytes / (g_copy_gbs * 1e9) * 1e6 : 0;
+  std::ostringstream o;
+  o << "{\"bench\":\"" << name << "\",\"bytes\":" << jnum(bytes) << ",\"flops\":" << jnum(flops)
+    << ",\"predicted_us_at_copy_bw\":" << jnum(pred_us) << ",\"median_us\":" << jnum(t.median_us)
+    << ",\"min_us\":" << jnum(t.min_us) << ",\"max_us\":" << jnum(t.max_us) << ",\"reps\":" << t.reps
+    << ",\"gbs_median\":" << jnum(gbs) << ",\"gbs_best\":" << jnum(bytes / (t.min_us * 1e-6) / 1e9)
+    << ",\"gbs_worst\":" << jnum(bytes / (t.max_us * 1e-6) / 1e9)
+    << ",\"pct_of_copy_bw\":" << jnum(g_copy_gbs > 0 ? 100.0 * gbs / g_copy_gbs : 0)
+    << ",\"graph_us_per_launch\":" << jnum(graph_us) << extra << "}";
+  g_report.bench.push_back(o.str());
+  std::printf("%-44s %9.2f us [%8.2f-%8.2f] pred %8.2f  %7.1f GB/s  %5.1f%% copy  graph %8.2f us\n", name.c_str(),
+              t.median_us, t.min_us, t.max_us, pred_us, gbs, g_copy_gbs > 0 ? 100.0 * gbs / g_copy_gbs : 0, graph_us);
+}
+
+__global__ void fill_u32_kernel(uint32_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    p[i] = static_cast<uint32_t>(z ^ (z >> 31));
+  }
+}
+// bf16 values in +-[0.004, 0.02) (scales) or around -7.5 * 0.012 (biases)
+__global__ void fill_bf16_kernel(uint16_t* p, size_t n, uint64_t seed, float base, float spread) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+    const float u = static_cast<float>((z >> 40) & 0xFFFFFF) / 16777216.0f;
+    const float f = base + spread * u;
+    p[i] = static_cast<uint16_t>(__float_as_uint(f) >> 16);
+  }
+}
+// pure streaming read of n uint4 (bandwidth ceiling for a read-only kernel)
+__global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint32_t* sink) {
+  uint32_t acc = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldg(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345678u) *sink = acc;
+}
+
+void fill_random(CudaDevice& dev, void* p, size_t bytes, uint64_t seed) {
+  fill_u32_kernel<<<1024, 256, 0, dev.stream()>>>(static_cast<uint32_t*>(p), bytes / 4, seed);
+  MERE_CUDA_CHECK_LAUNCH("fill_u32_kernel");
+}
+
+void bench_bandwidth(CudaDevice& dev) {
+  const size_t bytes = size_t{1} << 30;
+  DeviceBuffer a = dev.alloc(bytes, "copy src"), b = dev.alloc(bytes, "copy dst");
+  fill_random(dev, a.get(), bytes, 1);
+  fill_random(dev, b.get(), bytes, 2);
+  const Timing t = time_launches(dev, 3, 20, [&](int) {
+    MERE_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, dev.stream()));
+  });
+  g_copy_gbs = 2.0 * bytes / (t.median_us * 1e-6) / 1e9;
+  add_bench("d2d copy 1 GiB (read+write)", 2.0 * bytes, 0, t, 0);
+  DeviceBuffer sink = dev.alloc(4, "sink");
+  const int blocks = dev.sm_count() * 8;
+  const Timing r = time_launches(dev, 3, 20, [&](int i) {
+    read_kernel<<<blocks, 256, 0, dev.stream()>>>((i & 1 ? b : a).as<uint4>(), bytes / 16, sink.as<uint32_t>());
+  });
+  add_bench("read-only stream 1 GiB (16-byte loads)", static_cast<double>(bytes), 0, r, 0);
+}
+
+// rotating weight copies so the 60 MB L2 never holds the next launch's weights
+struct QBank {
+  DeviceBuffer codes, scales, biases;
+  std::vector<QWeightView> views;
+};
+QBank make_bank(CudaDevice& dev, int64_t rows, int64_t cols, int bits, size_t min_total) {
+  QBank b;
+  const size_t cb = static_cast<size_t>(rows * cols * bits / 8), sb = static_cast<size_t>(rows * (cols / 64) * 2);
+  const size_t per = cb + 2 * sb;
+  const int n = static_cast<int>(std::clamp<size_t>((min_total + per - 1) / per, 2, 4096));
+  b.codes = dev.alloc(cb * n, "bench codes");
+  b.scales = dev.alloc(sb * n, "bench scales");
+  b.biases = dev.alloc(sb * n, "bench biases");
+  fill_random(dev, b.codes.get(), cb * n, 7);
+  fill_bf16_kernel<<<1024, 256, 0, dev.stream()>>>(b.scales.as<uint16_t>(), sb * n / 2, 3, 0.004f, 0.016f);
+  fill_bf16_kernel<<<1024, 256, 0, dev.stream()>>>(b.biases.as<uint16_t>(), sb * n / 2, 5, -0.15f, 0.05f);
+  MERE_CUDA_CHECK_LAUNCH("fill_bf16_kernel");
+  for (int i = 0; i < n; ++i)
+    b.views.push_back(QWeightView{b.codes.as<uint32_t>() + cb / 4 * i, b.scales.as<uint16_t>() + sb / 2 * i,
+                                  b.biases.as<uint16_t>() + sb / 2 * i, rows, cols, bits});
+  dev.synchronize("bank fill");
+  return b;
+}
+
+void bench_qmatvec(CudaDevice& dev) {
+  struct Shape { int64_t rows, cols; const char* what; };
+  const Shape shapes[] = {{17408, 5120, "27B gate/up"},  {5120, 17408, "27B down"},   {12288, 5120, "27B q_proj"},
+                          {10240, 5120, "27B in_proj_qkv"}, {248320, 5120, "27B lm_head"}, {512, 2048, "35B expert gate/up"},
+                          {2048, 512, "35B expert down"}};
+  const size_t min_total = std::max<size_t>(8 * dev.l2_bytes(), size_t{1} << 30);
+  DeviceBuffer x = dev.alloc(static_cast<size_t>(kMaxSkinnyRows * 17408) * 4, "bench x");
+  DeviceBuffer ws = dev.alloc(static_cast<size_t>(qmatvec_workspace_floats(kMaxSkinnyRows, 17408, 8)) * 4, "bench ws");
+  DeviceBuffer y = dev.alloc(static_cast<size_t>(kMaxSkinnyRows * 248320) * 4, "bench y");
+  {
+    const auto hx = random_vec(static_cast<size_t>(kMaxSkinnyRows * 17408), 42);
+    dev.upload(x.get(), hx.data(), hx.size() * 4);
+  }
+  const QMatvecConfig variants[] = {{4, 2}, {4, 1}, {4, 4}, {2, 4}, {8, 1}, {2, 2}};
+  for (const auto& s : shapes) {
+    for (int bits : {4, 8}) {
+      if (bits == 8 && s.rows != 17408) continue;
+      QBank bank = make_bank(dev, s.rows, s.cols, bits, min_total);
+      const double bytes_w = static_cast<double>(bank.views[0].bytes());
+      const int nb = static_cast<int>(bank.views.size());
+      const int maxT = (s.rows == 17408 && bits == 4) ? kMaxSkinnyRows : 1;
+      for (int T = 1; T <= maxT; ++T) {
+        if (T > 4 && T != 9 && T != 6) continue;
+        qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
+        const bool sweep = (T == 1 && bits == 4);
+        for (const auto& c : variants) {
+          const QMatvecConfig dflt = qmatvec_default_config(bits, T, s.rows);
+          const bool is_default = c.rows_per_warp == dflt.rows_per_warp && c.unroll == dflt.unroll;
+          if (!is_default && !sweep) continue;
+          if (!qmatvec_config_available(bits, T, c)) continue;
+          auto fn = [&](int i) { qmatvec(dev, bank.views[i % nb], ws.as<float>(), T, y.as<float>(), c); };
+          const Timing t = time_launches(dev, 5, 30, fn);
+          const double g = time_graph(dev, std::min(nb * 2, 256), fn);
+          const double bytes = bytes_w + 4.0 * T * s.cols * 1.03 + 4.0 * T * s.rows;
+          char name[128];
+          std::snprintf(name, sizeof(name), "q%d [%lld,%lld] T=%d R=%d U=%d%s", bits, static_cast<long long>(s.rows),
+                        static_cast<long long>(s.cols), T, c.rows_per_warp, c.unroll, is_default ? "" : " (sweep)");
+          std::ostringstream ex;
+          ex << ",\"shape\":\"" << s.what << "\",\"bits\":" << bits << ",\"T\":" << T << ",\"rows_per_warp\":"
+             << c.rows_per_warp << ",\"unroll\":" << c.unroll << ",\"weight_copies\":" << nb
+             << ",\"default_config\":" << (is_default ? "true" : "false");
+          add_bench(name, bytes, 2.0 * T * s.rows * s.cols, t, g, ex.str());
+        }
+      }
+      if (s.rows == 17408 && bits == 4) {  // prepare + matvec, as a caller without a fused producer sees it
+        auto fn = [&](int i) { qlinear(dev, bank.views[i % nb], x.as<float>(), 1, ws.as<float>(), y.as<float>()); };
+        const Timing t = time_launches(dev, 5, 30, fn);
+        add_bench("qlinear (prepare+matvec) [17408,5120] T=1", bytes_w, 2.0 * s.rows * s.cols, t,
+                  time_graph(dev, 64, fn));
+      }
+    }
+  }
+}
+
+void bench_others(CudaDevice& dev) {
+  {  // rms norm, launch-bound at decode sizes
+    DeviceBuffer x = dev.alloc(9 * 5120 * 4, "x"), w = dev.alloc(5120 * 4, "w"), y = dev.alloc(9 * 5120 * 4, "y");
+    fill_random(dev, x.get(), x.bytes(), 1);
+    fill_bf16_kernel<<<64, 256, 0, dev.stream()>>>(x.as<uint16_t>(), 9 * 5120 * 2, 9, 0.5f, 1.0f);  // finite values
+    fill_bf16_kernel<<<64, 256, 0, dev.stream()>>>(w.as<uint16_t>(), 5120 * 2, 10, 0.5f, 1.0f);
+    for (int T : {1, 9}) {
+      auto fn = [&](int) { rms_norm(dev, x.as<float>(), w.as<float>(), T, 5120, 1e-6f, y.as<float>()); };
+      add_bench("rms_norm [T=" + std::to_string(T) + ", 5120]", 4.0 * (2 * T * 5120 + 5120), 4.0 * T * 5120,
+                time_launches(dev, 5, 30, fn), time_graph(dev, 64, fn));
+    }
+  }
+  {  // GDN decode, 27B (Hv = 48) and 35B-A3B (Hv = 32); state rotated over copies beyond the L2
+    for (int64_t Hv : {48, 32}) {
+      const int64_t Hk = 16, D = 128;
+      const size_t sbytes = static_cast<size_t>(Hv * D * D * 4);
+      const int ncopy = static_cast<int>(std::max<size_t>(2, 8 * dev.l2_bytes() / sbytes));
+      DeviceBuffer S = dev.alloc(sbytes * ncopy, "gdn states");
+      dev.fill_bytes(S.get(), 0, S.bytes());
+      DeviceBuffer q = dev.alloc(9 * Hk * D * 4, "q"), k = dev.alloc(9 * Hk * D * 4, "k"), v = dev.alloc(9 * Hv * D * 4, "v"),
+                   g = dev.alloc(9 * Hv * 4, "g"), b = dev.alloc(9 * Hv * 4, "b"), o = dev.alloc(9 * Hv * D * 4, "o");
+      for (DeviceBuffer* p : {&q, &k, &v, &g, &b}) dev.fill_bytes(p->get(), 0x3c, p->bytes());  // 0.0115 each, finite
+      for (int T : {1, 4}) {
+        auto fn = [&](int i) {
+          gdn_decode(dev, S.as<float>() + sbytes / 4 * (i % ncopy), q.as<float>(), k.as<float>(), v.as<float>(),
+                     g.as<float>(), b.as<float>(), T, Hk, Hv, D, D, o.as<float>());
+        };
+        add_bench("gdn_decode [Hv=" + std::to_string(Hv) + ", T=" + std::to_string(T) + "]", 2.0 * sbytes,
+                  6.0 * T * Hv * D * D, time_launches(dev, 5, 30, fn), time_graph(dev, 64, fn));
+      }
+    }
+  }
+  {  // decode attention, 27B heads, long caches
+    for (int64_t len : {int64_t{8192}, int64_t{32768}}) {
+      for (KvType kv : {KvType::BF16, KvType::F32}) {
+        const int64_t nh = 24, nkv = 4, hd = 256;
+        const size_t es = kv == KvType::BF16 ? 2 : 4;
+        const size_t kvbytes = static_cast<size_t>(len * nkv * hd) * es;
+        const int ncopy = static_cast<int>(std::max<size_t>(2, 8 * dev.l2_bytes() / (2 * kvbytes) + 1));
+        DeviceBuffer K = dev.alloc(kvbytes * ncopy, "K"), V = dev.alloc(kvbytes * ncopy, "V");
+        fill_bf16_kernel<<<1024, 256, 0, dev.stream()>>>(K.as<uint16_t>(), K.bytes() / 2, 11, -0.5f, 1.0f);
+        fill_bf16_kernel<<<1024, 256, 0, dev.stream()>>>(V.as<uint16_t>(), V.bytes() / 2, 12, -0.5f, 1.0f);
+        DeviceBuffer q = dev.alloc(nh * hd * 4, "q"), out = dev.alloc(nh * hd * 4, "out");
+        fill_bf16_kernel<<<64, 256, 0, dev.stream()>>>(q.as<uint16_t>(), nh * hd * 2, 13, -0.5f, 1.0f);
+        DeviceBuffer ws = dev.alloc(static_cast<size_t>(attention_decode_workspace_floats(dev, len, nh, nkv)) * 4, "ws");
+        auto fn = [&](int i) {
+          attention_decode(dev, q.as<float>(), static_cast<const uint8_t*>(K.get()) + kvbytes * (i % ncopy),
+                           static_cast<const uint8_t*>(V.get()) + kvbytes * (i % ncopy), kv, len, nh, nkv, hd, 0.0625f,
+                           ws.as<float>(), out.as<float>());
+        };
+        add_bench("attention_decode [24/4 heads, len=" + std::to_string(len) + (kv == KvType::BF16 ? ", bf16]" : ", f32]"),
+                  2.0 * kvbytes + 8.0 * ws.bytes(), 4.0 * nh * hd * len, time_launches(dev, 5, 30, fn),
+                  time_graph(dev, 32, fn));
+      }
+    }
+  }
+}
+
+// A few launches of the 4-bit matvec at [17408, 5120] for a profiler (--ncu): T = 1, 4, 9.
+void profile_launches(CudaDevice& dev) {
+  QBank bank = make_bank(dev, 17408, 5120, 4, size_t{1} << 30);
+  DeviceBuffer x = dev.alloc(9 * 5120 * 4, "x"), ws = dev.alloc(static_cast<size_t>(qmatvec_workspace_floats(9, 5120, 4)) * 4, "ws"),
+               y = dev.alloc(9 * 17408 * 4, "y");
+  const auto hx = random_vec(9 * 5120, 3);
+  dev.upload(x.get(), hx.data(), hx.size() * 4);
+  int i = 0;
+  for (int T : {1, 4, 9}) {
+    qmatvec_prepare(dev, x.as<float>(), T, 5120, 4, ws.as<float>());
+    for (int r = 0; r < 3; ++r) qmatvec(dev, bank.views[i++ % bank.views.size()], ws.as<float>(), T, y.as<float>());
+  }
+  dev.synchronize("profile");
+}
+
+void write_json(const std::string& path, double seconds) {
+  std::ofstream f(path);
+  f << "{\n\"device\": \"" << g_report.device << "\",\n\"copy_gbs\": " << jnum(g_copy_gbs)
+    << ",\n\"checks_passed\": " << g_report.passes << ",\n\"checks_failed\": " << g_report.failures
+    << ",\n\"seconds\": " << jnum(seconds) << ",\n\"checks\": [\n";
+  for (size_t i = 0; i < g_report.checks.size(); ++i)
+    f << "  " << g_report.checks[i] << (i + 1 < g_report.checks.size() ? ",\n" : "\n");
+  f << "],\n\"bench\": [\n";
+  for (size_t i = 0; i < g_report.bench.size(); ++i)
+    f << "  " << g_report.bench[i] << (i + 1 < g_report.bench.size() ? ",\n" : "\n");
+  f << "]\n}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, bench = true, ncu = false;
+  std::string json;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true, bench = false;
+    else if (a == "--no-bench") bench = false;
+    else if (a == "--ncu") ncu = true;
+    else if (a == "--json" && i + 1 < argc) json = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--ncu] [--json PATH]\n", argv[0]);
+      return 2;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (CudaDevice::device_count() == 0) {
+      std::fprintf(stderr, "[mere_cuda_check] no CUDA device: expected at least 1, got 0\n");
+      return 3;
+    }
+    CudaDevice dev(0);
+    if (ncu) {
+      profile_launches(dev);
+      return 0;
+    }
+    g_report.device = dev.describe();
+    std::printf("%s\n", g_report.device.c_str());
+    auto phase = [&](const char* name, const std::function<void()>& f) {
+      const auto a = std::chrono::steady_clock::now();
+      const int before = g_report.failures;
+      f();
+      dev.synchronize(name);
+      std::printf("[%s] done in %.1f s, %d new failures\n", name,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count(),
+                  g_report.failures - before);
+      std::fflush(stdout);
+    };
+    phase("rms_norm", [&] { check_rms_norm(dev); });
+    phase("gdn", [&] { check_gdn(dev); });
+    phase("attention", [&] { check_attention(dev, quick); });
+    phase("qmatvec", [&] { check_qmatvec(dev, quick); });
+    if (bench) {
+      phase("bandwidth", [&] { bench_bandwidth(dev); });
+      phase("bench qmatvec", [&] { bench_qmatvec(dev); });
+      phase("bench others", [&] { bench_others(dev); });
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    ++g_report.failures;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!json.empty()) write_json(json, secs);
+  std::printf("checks: %d passed, %d failed (%.1f s)\n", g_report.passes, g_report.failures, secs);
+  return g_report.failures == 0 ? 0 : 1;
+}
