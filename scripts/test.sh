@@ -12,4 +12,12 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 (cd build/asan && ctest --output-on-failure -j "$(nproc)")
 scripts/fuzz.sh
+# The CUDA backend compiles wherever nvcc is installed (its checks run on the GPU machine:
+# tools/cuda/device_run.sh).
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || [ -n "${CUDACXX:-}" ]; then
+  echo "[test] compiling the CUDA backend and its check tool"
+  scripts/build-cuda.sh mere_cuda_check
+else
+  echo "[test] no nvcc on this machine: the CUDA backend was not compiled"
+fi
 echo "[test] all tests passed"

@@ -594,6 +594,7 @@ Template::Template(std::string_view source, std::string name) : name_(std::move(
 std::string Template::render(const Json& context) const {
   if (!context.is_object())
     fail("jinja", cat(name_, ": context: expected a JSON object, got ", Json::type_name(context.type())));
+  NamespaceTracker tracker;  // declared first: destroyed last, after every scope
   auto globals = std::make_shared<Scope>();
   install_globals(globals->vars);
   for (const auto& [k, v] : context.as_object()) globals->vars.set(k, Value::from_json(v));

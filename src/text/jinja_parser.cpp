@@ -76,6 +76,15 @@ class Parser {
   const std::vector<Token>& t_;
   std::string_view name_;
   size_t cur_ = 0;
+  int depth_ = 0;  // nesting of expressions and blocks, bounded to keep recursion off the stack limit
+
+  struct DepthGuard {
+    Parser* p;
+    explicit DepthGuard(Parser* parser) : p(parser) {
+      if (++p->depth_ > 200) p->error("nesting too deep (more than 200 levels)");
+    }
+    ~DepthGuard() { --p->depth_; }
+  };
 
   int line() const {
     if (t_.empty()) return 1;
@@ -148,6 +157,7 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
+    DepthGuard guard(this);
     int open_line = line();
     expect(Tok::OpenStatement, "'{%'");
     if (!is(Tok::Identifier)) error(cat("expected a statement name, got ", describe(cur_)));
@@ -347,7 +357,10 @@ class Parser {
     return tuple;
   }
 
-  ExprPtr parse_expression() { return parse_if_expression(); }
+  ExprPtr parse_expression() {
+    DepthGuard guard(this);
+    return parse_if_expression();
+  }
 
   ExprPtr parse_if_expression() {
     ExprPtr a = parse_or();
@@ -399,6 +412,7 @@ class Parser {
 
   ExprPtr parse_not() {
     if (!is_ident("not")) return parse_comparison();
+    DepthGuard guard(this);
     auto e = make(Expr::Kind::Unary, line());
     ++cur_;
     e->name = "not";
@@ -512,6 +526,7 @@ class Parser {
 
   ExprPtr parse_unary_sign() {
     if ((is(Tok::Unary) || is(Tok::Additive)) && (t_[cur_].value == "-" || t_[cur_].value == "+")) {
+      DepthGuard guard(this);
       auto e = make(Expr::Kind::Unary, line());
       e->name = t_[cur_++].value;
       e->a = parse_unary_sign();

@@ -15,7 +15,31 @@ void raise(const std::string& what) { throw Failure(what); }
 
 Value Value::object() { return Value(Type::Object, std::make_shared<Object>()); }
 Value Value::object(Object o) { return Value(Type::Object, std::make_shared<Object>(std::move(o))); }
-Value Value::namespace_(Object o) { return Value(Type::Namespace, std::make_shared<Object>(std::move(o))); }
+Value Value::namespace_(Object o) {
+  auto p = std::make_shared<Object>(std::move(o));
+  NamespaceTracker::record(p);
+  return Value(Type::Namespace, std::move(p));
+}
+
+namespace {
+thread_local NamespaceTracker* current_tracker = nullptr;
+}
+
+NamespaceTracker::NamespaceTracker() : previous_(current_tracker) { current_tracker = this; }
+
+NamespaceTracker::~NamespaceTracker() {
+  current_tracker = previous_;
+  std::vector<Value> doomed;  // destroyed after the loop, outside the objects being cleared
+  for (auto& w : live_)
+    if (auto p = w.lock())
+      for (auto& kv : p->items) doomed.push_back(std::move(kv.second));
+  for (auto& w : live_)
+    if (auto p = w.lock()) p->items.clear();
+}
+
+void NamespaceTracker::record(const std::shared_ptr<Object>& ns) {
+  if (current_tracker) current_tracker->live_.push_back(ns);
+}
 Value Value::function(std::string name, std::function<Value(CallArgs&)> fn) {
   return Value(Type::Function, std::make_shared<Function>(Function{std::move(name), std::move(fn)}));
 }
@@ -155,6 +179,7 @@ std::string raw_string(const Value& v) {
 namespace {
 
 void json_impl(std::string& out, const Value& v, const JsonStyle& st, int depth) {
+  if (depth > 512) raise("value nested too deeply to serialise (does it contain itself?)");
   const bool pretty = st.indent > 0;
   std::string item_sep = st.separators ? st.separators->first : (pretty ? "," : ", ");
   std::string key_sep = st.separators ? st.separators->second : ": ";
@@ -234,8 +259,16 @@ double js_string_to_number(const std::string& s) {
 
 }  // namespace
 
-bool loose_equal(const Value& a, const Value& b) {
+namespace {
+bool loose_equal_impl(const Value& a, const Value& b, int depth);
+}
+
+bool loose_equal(const Value& a, const Value& b) { return loose_equal_impl(a, b, 0); }
+
+namespace {
+bool loose_equal_impl(const Value& a, const Value& b, int depth) {
   using T = Value::Type;
+  if (depth > 512) raise("values nested too deeply to compare");
   bool a_nil = a.is_none() || a.is_undefined(), b_nil = b.is_none() || b.is_undefined();
   if (a_nil || b_nil) return a_nil && b_nil;
   if (a.is_string() && b.is_string()) return a.as_string() == b.as_string();
@@ -248,7 +281,7 @@ bool loose_equal(const Value& a, const Value& b) {
       const Array &x = a.as_array(), &y = b.as_array();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i)
-        if (!loose_equal(x[i], y[i])) return false;
+        if (!loose_equal_impl(x[i], y[i], depth + 1)) return false;
       return true;
     }
     case T::Object:
@@ -257,13 +290,14 @@ bool loose_equal(const Value& a, const Value& b) {
       if (x.items.size() != y.items.size()) return false;
       for (const auto& [k, v] : x.items) {
         const Value* w = y.find(k);
-        if (!w || !loose_equal(v, *w)) return false;
+        if (!w || !loose_equal_impl(v, *w, depth + 1)) return false;
       }
       return true;
     }
     default: return a.identity() == b.identity();
   }
 }
+}  // namespace
 
 bool strict_equal(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();

@@ -93,6 +93,22 @@ struct Object {
   void set(std::string key, Value v);
 };
 
+// Namespaces are the only mutable containers, so the only way to build a reference cycle
+// ({% set ns.me = ns %}). While a NamespaceTracker is alive on this thread, namespaces created
+// are recorded and emptied when it is destroyed (at the end of a render), which breaks cycles.
+class NamespaceTracker {
+ public:
+  NamespaceTracker();
+  ~NamespaceTracker();
+  NamespaceTracker(const NamespaceTracker&) = delete;
+  NamespaceTracker& operator=(const NamespaceTracker&) = delete;
+  static void record(const std::shared_ptr<Object>& ns);
+
+ private:
+  std::vector<std::weak_ptr<Object>> live_;
+  NamespaceTracker* previous_;
+};
+
 // Arguments of a call: positional, keyword (in call order) and the {% call %} body, if any.
 struct CallArgs {
   std::vector<Value> pos;

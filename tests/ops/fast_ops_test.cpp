@@ -206,6 +206,8 @@ TEST_P(FastLinear, OpCaseTable) {
     std::vector<LinearCase> cases = {
         // real Qwen3.5 widths, a few rows (0.8B: H 1024, FFN 3584, GDN value dim 2048; 35B-A3B expert 512)
         {5, 1024, 1}, {9, 3584, 2}, {4, 2048, 3}, {3, 512, 5},
+        // large enough to run on both threads (the others stay below the dispatch threshold)
+        {257, 1024, 1}, {70, 1024, 9}, {33, 3584, 3}, {3, 1024, 65},
         // kernel-breaking row counts and token counts
         {1, 4 * unit, 1}, {7, 2 * unit, 7}, {31, unit, 4}, {32, 2 * unit, 9}, {33, unit, 1}, {65, unit, 3},
         {257, unit, 2}, {2, 3 * unit, 33}, {3, unit, 65}};

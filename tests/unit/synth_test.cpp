@@ -134,6 +134,24 @@ TEST(Geometry, PresetsValidateAndMatchTheTable) {
   EXPECT_EQ(back.moe_intermediate_size, 512);
   EXPECT_EQ(back.layer_types, m.layer_types);
   EXPECT_EQ(back.rope_theta, 1e7);
+  // --geometry FILE: a text_config JSON (defaults for the fields every Qwen3.5 model shares).
+  fs::path f = fs::temp_directory_path() / ("mere_geometry_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(f) << R"({"hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 2,
+    "num_key_value_heads": 1, "linear_num_value_heads": 32, "intermediate_size": 512, "vocab_size": 1024,
+    "layer_types": ["linear_attention", "full_attention", "linear_attention"], "tie_word_embeddings": true})";
+  auto fg = mere::load_geometry(f.string());
+  fs::remove(f);
+  EXPECT_EQ(fg.name, f.string());
+  EXPECT_EQ(fg.head_dim, 256);
+  EXPECT_EQ(fg.linear_num_key_heads, 16);
+  EXPECT_TRUE(fg.is_full(1));
+  EXPECT_TRUE(fg.tie_word_embeddings);
+  mere::SynthOptions fo;
+  fo.geometry = fg;
+  auto fp = mere::synth_plan(fo);
+  EXPECT_EQ(fp.config.at("text_config").at("layer_types").at(1).as_string(), "full_attention");
+  EXPECT_EQ(fp.config.at("text_config").at("eos_token_id").as_int(), 256);
+  EXPECT_THROW(mere::load_geometry("/no/such/geometry.json"), mere::Error);
   Json bad = Json::parse(R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 3,
     "num_key_value_heads": 2, "linear_num_value_heads": 4, "intermediate_size": 128})");
   EXPECT_THROW(mere::geometry_from_json(bad), mere::Error);

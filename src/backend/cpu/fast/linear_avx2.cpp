@@ -326,7 +326,8 @@ MERE_AVX2 void qtile_tokens(const Matrix& W, const uint8_t* const* codes, const 
 constexpr int64_t kBlockRows = 32;  // rows per work item (their params are converted once)
 
 void linear_quant(const Matrix& W, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  thread_local QuantActs qa;
+  thread_local QuantActs tls;
+  QuantActs& qa = tls;  // the caller's instance: workers must not resolve `tls` to their own
   prepare_acts(W, x, T, qa, pool);
   const int64_t rows = W.rows, groups = qa.groups, gp = qa.groups_pad;
   const int64_t row_bytes = W.cols * W.bits / 8;
@@ -428,7 +429,7 @@ void linear_float_t(const Matrix& W, const float* x, int64_t T, float* y, Thread
   const int64_t cols = W.cols, rows = W.rows;
   const float* xp = x;
   int64_t xstride = cols;
-  thread_local std::vector<float> xpad;
+  thread_local std::vector<float> xpad;  // only touched by the calling thread (workers see xp)
   if (cols % 8 != 0) {  // zero-padded copy so every row reads whole vectors
     xstride = round_up(cols, 8);
     xpad.assign(static_cast<size_t>(T * xstride), 0.0f);
