@@ -21,13 +21,14 @@ check() {  # check NAME EXPECTED_RC PATTERN -- command...
 
 check top-help 0 "commands:" -- "$bin" --help
 # every listed command has --help
-"$bin" --help | sed -n '/^commands:/,$p' | tail -n +2 | awk '{print $1" "$2}' | while read -r g c; do
-  [ -z "$g" ] && continue
-  "$bin" $g $c --help >"$tmp/h" 2>&1 || { echo "FAIL help: $g $c"; exit 1; }
-  grep -q "usage: mere.run $g $c" "$tmp/h" || { echo "FAIL help text: $g $c"; exit 1; }
-  "$bin" $g $c --definitely-not-a-flag >"$tmp/h" 2>&1 && { echo "FAIL unknown flag accepted: $g $c"; exit 1; }
-  grep -q "unknown flag" "$tmp/h" || { echo "FAIL unknown flag message: $g $c"; cat "$tmp/h"; exit 1; }
-  echo "ok   help+unknown-flag: $g $c"
+# the listing prints each command path in a 22-character column
+"$bin" --help | sed -n '/^commands:/,$p' | tail -n +2 | cut -c3-24 | sed 's/ *$//' | while read -r path; do
+  [ -z "$path" ] && continue
+  "$bin" $path --help >"$tmp/h" 2>&1 || { echo "FAIL help: $path"; exit 1; }
+  grep -q "usage: mere.run $path" "$tmp/h" || { echo "FAIL help text: $path"; exit 1; }
+  "$bin" $path --definitely-not-a-flag >"$tmp/h" 2>&1 && { echo "FAIL unknown flag accepted: $path"; exit 1; }
+  grep -q "unknown flag" "$tmp/h" || { echo "FAIL unknown flag message: $path"; cat "$tmp/h"; exit 1; }
+  echo "ok   help+unknown-flag: $path"
 done || fails=$((fails+1))
 check unknown-command 2 "unknown command" -- "$bin" nope nope
 
