@@ -16,6 +16,11 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
 
+  // Called once per weight matrix at load, before any op (never in the forward pass). A backend may
+  // move the storage (e.g. into huge pages) and point W at it; W keeps its shape and format and the
+  // backend owns the new storage for its lifetime. The default leaves W as it is.
+  virtual void prepare(Matrix& W) { (void)W; }
+
   // y[t] = W x[t]                       W: [rows, cols]; x: [T, cols]; y: [T, rows]
   virtual void linear(const Matrix& W, const float* x, int64_t T, float* y) const = 0;
 

@@ -24,6 +24,29 @@ std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::string& model_dir, con
   m->cfg_ = load_model_config(model_dir);
   m->store_ = std::make_unique<TensorStore>(model_dir);
   m->w_ = bind_weights(m->cfg_, *m->store_);
+  // the backend's one look at every matrix (e.g. the fast CPU backend moves them into huge pages)
+  auto prep_mlp = [&](MlpWeights& p) {
+    for (Matrix* x : {&p.gate, &p.up, &p.down}) m->backend_->prepare(*x);
+  };
+  auto prep_layer = [&](LayerWeights& L) {
+    if (L.kind == LayerKind::Full)
+      for (Matrix* x : {&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj}) m->backend_->prepare(*x);
+    else
+      for (Matrix* x : {&L.gdn.in_proj_qkv, &L.gdn.in_proj_z, &L.gdn.in_proj_b, &L.gdn.in_proj_a, &L.gdn.out_proj})
+        m->backend_->prepare(*x);
+    if (!m->cfg_.is_moe) return prep_mlp(L.mlp);
+    m->backend_->prepare(L.moe.router);
+    for (auto& e : L.moe.experts) prep_mlp(e);
+    prep_mlp(L.moe.shared);
+    m->backend_->prepare(L.moe.shared_gate);
+  };
+  m->backend_->prepare(m->w_.embed);
+  m->backend_->prepare(m->w_.lm_head);  // tied: the same storage as embed (a backend must map it once)
+  for (auto& L : m->w_.layers) prep_layer(L);
+  if (m->w_.mtp.present) {
+    m->backend_->prepare(m->w_.mtp.fc);
+    prep_layer(m->w_.mtp.layer);
+  }
   return m;
 }
 

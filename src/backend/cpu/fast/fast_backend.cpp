@@ -1,7 +1,21 @@
 // FastCpuBackend: dispatches each Backend op to the AVX2 or portable kernels (kernels.h) and owns
 // the thread pool. Embedding rows are dequantised with the reference formula (Matrix::row_f32), so
-// embeddings match the reference bitwise.
+// embeddings match the reference bitwise. prepare() moves each weight matrix out of the 4 KiB-page
+// file mapping into transparent-huge-page memory (decode streams every weight once per token; in a
+// VM each 4 KiB page costs a nested page walk) and drops the file pages behind it, so the resident
+// size stays that of the checkpoint.
 #include "backend/cpu/fast/fast_backend.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "core/error.h"
 
@@ -24,12 +38,85 @@ const char* isa_name(Isa isa) { return isa == Isa::Avx2 ? "avx2" : "generic"; }
 
 namespace {
 
+constexpr size_t kHugePage = size_t{2} << 20, kChunk = size_t{64} << 20, kPage = 4096;
+
+// Whether copying into madvise(MADV_HUGEPAGE) memory gets huge pages here (THP "always" or
+// "madvise"); MERE_CPU_HUGEPAGES=0 turns the copy off.
+bool huge_pages_available() {
+  if (const char* e = std::getenv("MERE_CPU_HUGEPAGES")) return std::atoi(e) != 0;
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string s;
+  std::getline(f, s);
+  return s.find("[always]") != std::string::npos || s.find("[madvise]") != std::string::npos;
+}
+
+size_t mem_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  while (f >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    f.ignore(256, '\n');
+  }
+  return 0;
+}
+
+// Bump allocator over 2 MiB-aligned anonymous mappings advised as huge pages.
+class HugeArena {
+ public:
+  HugeArena() = default;
+  HugeArena(const HugeArena&) = delete;
+  HugeArena& operator=(const HugeArena&) = delete;
+  ~HugeArena() {
+    for (auto& [p, n] : maps_) ::munmap(p, n);
+  }
+  size_t used() const { return used_; }
+
+  void* alloc(size_t n) {
+    const size_t n64 = (n + 63) / 64 * 64;
+    if (n64 > left_) {
+      const size_t sz = std::max(kChunk, (n64 + kHugePage - 1) / kHugePage * kHugePage);
+      void* raw = ::mmap(nullptr, sz + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (raw == MAP_FAILED) return nullptr;
+      maps_.push_back({raw, sz + kHugePage});
+      auto a = (reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) / kHugePage * kHugePage;
+      cur_ = reinterpret_cast<uint8_t*>(a);
+      left_ = sz;
+      ::madvise(cur_, sz, MADV_HUGEPAGE);
+    }
+    void* p = cur_;
+    cur_ += n64;
+    left_ -= n64;
+    used_ += n64;
+    return p;
+  }
+
+ private:
+  std::vector<std::pair<void*, size_t>> maps_;
+  uint8_t* cur_ = nullptr;
+  size_t left_ = 0, used_ = 0;
+};
+
 class FastCpuBackend final : public Backend {
  public:
   explicit FastCpuBackend(const FastCpuOptions& o)
-      : isa_(o.force_generic ? fast::Isa::Generic : fast::detect_isa()), pool_(o.threads) {}
+      : isa_(o.force_generic ? fast::Isa::Generic : fast::detect_isa()), pool_(o.threads), huge_(huge_pages_available()),
+        budget_(mem_available_bytes() / 2) {}
 
   std::string name() const override { return cat("cpu (", fast::isa_name(isa_), ", ", pool_.size(), " threads)"); }
+
+  void prepare(Matrix& W) override {
+    if (!huge_ || W.empty() || W.owner) return;  // owner: storage the loader built, not the file mapping
+    const size_t data = W.quantized() ? static_cast<size_t>(W.rows * (W.cols * W.bits / 32)) * 4
+                                      : static_cast<size_t>(W.rows * W.cols) * dtype_size(W.dtype);
+    const size_t params = W.quantized() ? static_cast<size_t>(W.rows * (W.cols / W.group)) * dtype_size(W.scale_dtype) : 0;
+    if (arena_.used() + data + 2 * params > budget_) return;  // keep big models on the page cache
+    W.data = relocate(W.data, data);
+    if (W.quantized()) {
+      W.scales = relocate(W.scales, params);
+      W.biases = relocate(W.biases, params);
+    }
+  }
 
   void linear(const Matrix& W, const float* x, int64_t T, float* y) const override {
     if (isa_ == fast::Isa::Avx2) fast::linear_avx2(W, x, T, y, pool_);
@@ -61,8 +148,26 @@ class FastCpuBackend final : public Backend {
   }
 
  private:
+  // Copies [src, src + n) into the arena once (tied embeddings map to the same copy) and drops the
+  // whole file pages of the source from this process (they stay in the page cache).
+  const void* relocate(const void* src, size_t n) {
+    if (auto it = moved_.find(src); it != moved_.end()) return it->second;
+    void* dst = arena_.alloc(n);
+    if (!dst) return src;
+    std::memcpy(dst, src, n);
+    const auto a = (reinterpret_cast<uintptr_t>(src) + kPage - 1) / kPage * kPage;
+    const auto b = (reinterpret_cast<uintptr_t>(src) + n) / kPage * kPage;
+    if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+    moved_[src] = dst;
+    return dst;
+  }
+
   fast::Isa isa_;
   mutable ThreadPool pool_;
+  bool huge_ = false;
+  size_t budget_ = 0;
+  HugeArena arena_;
+  std::unordered_map<const void*, const void*> moved_;
 };
 
 }  // namespace

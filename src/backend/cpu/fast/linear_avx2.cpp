@@ -30,6 +30,10 @@ const int64_t g_prefetch = [] {
   const char* e = std::getenv("MERE_CPU_PREFETCH");
   return e ? std::atoll(e) : int64_t{0};
 }();
+const bool g_prefetch_params = [] {
+  const char* e = std::getenv("MERE_CPU_PREFETCH_PARAMS");
+  return e ? std::atoi(e) != 0 : true;
+}();
 
 // Quantised activations for one matrix format, T rows.
 struct QuantActs {
@@ -335,6 +339,14 @@ void linear_quant(const Matrix& W, const float* x, int64_t T, float* y, ThreadPo
     std::vector<float> sc(static_cast<size_t>(kBlockRows * gp)), bi(static_cast<size_t>(kBlockRows * gp));
     for (int64_t rb = b0 * kBlockRows; rb < std::min(rows, b1 * kBlockRows); rb += kBlockRows) {
       const int64_t nr = std::min(kBlockRows, rows - rb);
+      if (T == 1 && g_prefetch_params && rb + kBlockRows < rows) {  // the next block's scales and biases
+        const size_t ss = dtype_size(W.scale_dtype), off = static_cast<size_t>((rb + kBlockRows) * groups) * ss;
+        const size_t len = static_cast<size_t>(std::min(kBlockRows, rows - rb - kBlockRows) * groups) * ss;
+        for (size_t o = 0; o < len; o += 64) {
+          _mm_prefetch(static_cast<const char*>(W.scales) + off + o, _MM_HINT_T0);
+          _mm_prefetch(static_cast<const char*>(W.biases) + off + o, _MM_HINT_T0);
+        }
+      }
       for (int64_t i = 0; i < nr; ++i) row_params(W, rb + i, groups, gp, sc.data() + i * gp, bi.data() + i * gp);
       auto ptrs = [&](int64_t i, const uint8_t** c, const float** s, const float** b, int n) {
         for (int k = 0; k < n; ++k) {
