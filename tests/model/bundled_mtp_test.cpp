@@ -42,11 +42,12 @@ TEST_P(BundledMtp, MatchesPyTorchReference) {
   const std::string name = GetParam();
   const std::string fx = kRoot + "/tests/data/mtp/" + name;
   ASSERT_TRUE(fs::exists(fx + "/mtp_logits_1.npy")) << fx;
-  auto model = Qwen35Model::load(kRoot + "/models/" + name);
+  auto model = Qwen35Model::load(kRoot + "/models/" + name, "ref");  // the reference backend vs PyTorch
   ASSERT_TRUE(model->has_mtp());
   const int64_t H = model->config().hidden_size, V = model->config().vocab_size;
   std::vector<int32_t> ids;
-  for (const auto& v : Json::parse_file(fx + "/input_ids.json").as_array()) ids.push_back(static_cast<int32_t>(v.as_int()));
+  const Json ids_json = Json::parse_file(fx + "/input_ids.json");  // must outlive the loop
+  for (const auto& v : ids_json.as_array()) ids.push_back(static_cast<int32_t>(v.as_int()));
   const int64_t T = static_cast<int64_t>(ids.size());
 
   SequenceMemory mem = model->new_memory();

@@ -57,7 +57,7 @@ TEST(Goldens, CasesExist) {
 TEST(Goldens, CpuLogitsMatchTransformers) {
   for (const auto& dir : golden_cases()) {
     SCOPED_TRACE(dir);
-    auto model = Qwen35Model::load(dir);
+    auto model = Qwen35Model::load(dir, "ref");  // the reference backend vs transformers
     const int64_t V = model->config().vocab_size;
     Json ids_json = Json::parse_file(dir + "/input_ids.json");
     std::vector<int32_t> ids;

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -97,6 +99,42 @@ class HugeArena {
   size_t left_ = 0, used_ = 0;
 };
 
+// MERE_CPU_PROFILE=1: wall time per op kind, printed to stderr when the backend is destroyed.
+struct OpProfile {
+  bool on = [] {
+    const char* e = std::getenv("MERE_CPU_PROFILE");
+    return e && std::atoi(e) != 0;
+  }();
+  double sec[4] = {0, 0, 0, 0};
+  int64_t calls[4] = {0, 0, 0, 0}, rows[4] = {0, 0, 0, 0};
+  static constexpr const char* kNames[4] = {"linear", "embed", "gated_delta", "attention"};
+  ~OpProfile() {
+    if (!on) return;
+    for (int i = 0; i < 4; ++i)
+      std::fprintf(stderr, "[cpu profile] %-12s %10.3f s %9lld calls %11lld rows\n", kNames[i], sec[i],
+                   static_cast<long long>(calls[i]), static_cast<long long>(rows[i]));
+  }
+};
+
+class ScopedOp {
+ public:
+  ScopedOp(OpProfile& p, int kind, int64_t rows) : p_(p), kind_(kind) {
+    if (p_.on) {
+      t0_ = std::chrono::steady_clock::now();
+      p_.calls[kind] += 1;
+      p_.rows[kind] += rows;
+    }
+  }
+  ~ScopedOp() {
+    if (p_.on) p_.sec[kind_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  OpProfile& p_;
+  int kind_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 class FastCpuBackend final : public Backend {
  public:
   explicit FastCpuBackend(const FastCpuOptions& o)
@@ -119,11 +157,13 @@ class FastCpuBackend final : public Backend {
   }
 
   void linear(const Matrix& W, const float* x, int64_t T, float* y) const override {
+    ScopedOp op(prof_, 0, T);
     if (isa_ == fast::Isa::Avx2) fast::linear_avx2(W, x, T, y, pool_);
     else fast::linear_generic(W, x, T, y, pool_);
   }
 
   void embed(const Matrix& E, const int32_t* ids, int64_t T, float* out) const override {
+    ScopedOp op(prof_, 1, T);
     for (int64_t t = 0; t < T; ++t) {
       MERE_CHECK(ids[t] >= 0 && ids[t] < E.rows, "embed", "token id ", ids[t], " out of range: vocabulary has ", E.rows,
                  " entries");
@@ -133,6 +173,7 @@ class FastCpuBackend final : public Backend {
 
   void gated_delta(float* S, const float* q, const float* k, const float* v, const float* g, const float* beta, int64_t T,
                    int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, bool chunked, int64_t chunk, float* o) const override {
+    ScopedOp op(prof_, 2, T);
     MERE_CHECK(Hk > 0 && Hv % Hk == 0, "gated_delta", "value heads ", Hv, " must be a multiple of key heads ", Hk);
     const fast::GdnArgs a{S, q, k, v, g, beta, T, Hk, Hv, Dk, Dv, o};
     if (isa_ == fast::Isa::Avx2) fast::gated_delta_avx2(a, chunked, chunk, pool_);
@@ -141,6 +182,7 @@ class FastCpuBackend final : public Backend {
 
   void attention(const float* q, const float* k, const float* v, int64_t T, int64_t first_len, int64_t nh, int64_t nkv,
                  int64_t hd, float scale, float* out) const override {
+    ScopedOp op(prof_, 3, T);
     MERE_CHECK(nkv > 0 && nh % nkv == 0, "attention", "query heads ", nh, " must be a multiple of kv heads ", nkv);
     const fast::AttnArgs a{q, k, v, T, first_len, nh, nkv, hd, scale, out};
     if (isa_ == fast::Isa::Avx2) fast::attention_avx2(a, pool_);
@@ -164,6 +206,7 @@ class FastCpuBackend final : public Backend {
 
   fast::Isa isa_;
   mutable ThreadPool pool_;
+  mutable OpProfile prof_;
   bool huge_ = false;
   size_t budget_ = 0;
   HugeArena arena_;

@@ -20,55 +20,40 @@ namespace {
 inline size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
 // One recurrent step for one head. S: [Dv, Dk]; q, k: [Dk]; v, o: [Dv]. Dk % 8 == 0.
+// Per state row: m = e^g (S_i . k) (read only), d = beta (v_i - m), S_i = e^g S_i + d k (one store),
+// o_i = S_i . q. Four rows at a time for independent FMA chains; the per-row sequence is the same
+// for every row count, so T steps in one call equal T calls of one step, bitwise.
+template <int R>
+MERE_AVX2_INLINE void gdn_rows(float* S, const float* q, const float* k, const float* v, __m256 decay, float fdecay,
+                               float beta, int64_t Dk, float* o) {
+  __m256 m[R], a[R], d[R];
+  for (int r = 0; r < R; ++r) m[r] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < Dk; j += 8) {
+    const __m256 kj = _mm256_loadu_ps(k + j);
+    for (int r = 0; r < R; ++r) m[r] = _mm256_fmadd_ps(_mm256_loadu_ps(S + r * Dk + j), kj, m[r]);
+  }
+  for (int r = 0; r < R; ++r) {
+    d[r] = _mm256_set1_ps(beta * (v[r] - fdecay * hsum8(m[r])));
+    a[r] = _mm256_setzero_ps();
+  }
+  for (int64_t j = 0; j < Dk; j += 8) {
+    const __m256 kj = _mm256_loadu_ps(k + j), qj = _mm256_loadu_ps(q + j);
+    for (int r = 0; r < R; ++r) {
+      const __m256 sv = _mm256_fmadd_ps(d[r], kj, _mm256_mul_ps(_mm256_loadu_ps(S + r * Dk + j), decay));
+      _mm256_storeu_ps(S + r * Dk + j, sv);
+      a[r] = _mm256_fmadd_ps(sv, qj, a[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) o[r] = hsum8(a[r]);
+}
+
 MERE_AVX2 void gdn_step_head(float* S, const float* q, const float* k, const float* v, float g, float beta, int64_t Dk,
                              int64_t Dv, float* o) {
-  const __m256 decay = _mm256_set1_ps(std::exp(g));
+  const float fdecay = std::exp(g);
+  const __m256 decay = _mm256_set1_ps(fdecay);
   int64_t i = 0;
-  for (; i + 2 <= Dv; i += 2) {  // two rows at a time for independent FMA chains
-    float* S0 = S + i * Dk;
-    float* S1 = S0 + Dk;
-    __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
-    for (int64_t j = 0; j < Dk; j += 8) {
-      __m256 kj = _mm256_loadu_ps(k + j);
-      __m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(S0 + j), decay);
-      __m256 s1 = _mm256_mul_ps(_mm256_loadu_ps(S1 + j), decay);
-      _mm256_storeu_ps(S0 + j, s0);
-      _mm256_storeu_ps(S1 + j, s1);
-      m0 = _mm256_fmadd_ps(s0, kj, m0);
-      m1 = _mm256_fmadd_ps(s1, kj, m1);
-    }
-    const __m256 d0 = _mm256_set1_ps(beta * (v[i] - hsum8(m0)));
-    const __m256 d1 = _mm256_set1_ps(beta * (v[i + 1] - hsum8(m1)));
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    for (int64_t j = 0; j < Dk; j += 8) {
-      __m256 kj = _mm256_loadu_ps(k + j), qj = _mm256_loadu_ps(q + j);
-      __m256 s0 = _mm256_fmadd_ps(d0, kj, _mm256_loadu_ps(S0 + j));
-      __m256 s1 = _mm256_fmadd_ps(d1, kj, _mm256_loadu_ps(S1 + j));
-      _mm256_storeu_ps(S0 + j, s0);
-      _mm256_storeu_ps(S1 + j, s1);
-      a0 = _mm256_fmadd_ps(s0, qj, a0);
-      a1 = _mm256_fmadd_ps(s1, qj, a1);
-    }
-    o[i] = hsum8(a0);
-    o[i + 1] = hsum8(a1);
-  }
-  for (; i < Dv; ++i) {  // odd Dv: the same per-row sequence
-    float* S0 = S + i * Dk;
-    __m256 m0 = _mm256_setzero_ps();
-    for (int64_t j = 0; j < Dk; j += 8) {
-      __m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(S0 + j), decay);
-      _mm256_storeu_ps(S0 + j, s0);
-      m0 = _mm256_fmadd_ps(s0, _mm256_loadu_ps(k + j), m0);
-    }
-    const __m256 d0 = _mm256_set1_ps(beta * (v[i] - hsum8(m0)));
-    __m256 a0 = _mm256_setzero_ps();
-    for (int64_t j = 0; j < Dk; j += 8) {
-      __m256 s0 = _mm256_fmadd_ps(d0, _mm256_loadu_ps(k + j), _mm256_loadu_ps(S0 + j));
-      _mm256_storeu_ps(S0 + j, s0);
-      a0 = _mm256_fmadd_ps(s0, _mm256_loadu_ps(q + j), a0);
-    }
-    o[i] = hsum8(a0);
-  }
+  for (; i + 4 <= Dv; i += 4) gdn_rows<4>(S + i * Dk, q, k, v + i, decay, fdecay, beta, Dk, o + i);
+  for (; i < Dv; ++i) gdn_rows<1>(S + i * Dk, q, k, v + i, decay, fdecay, beta, Dk, o + i);
 }
 
 // C[M, N] = (accumulate ? C : 0) + A[M, K] B[K, N]; row-major with leading dims. kmax_of_row (optional):
