@@ -37,6 +37,14 @@ bool ends_with(const std::string& s, const std::string& p) {
 }
 bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
+// Zero-centred RMSNorm weights (stored as w, used as 1 + w): every *norm.weight except the GDN's
+// gated norm, plus the MTP's pre_fc_norm_{embedding,hidden} (qwen35.md §3.2, mlx-lm's norm_keys).
+bool zero_centred_norm(const std::string& n) {
+  if (ends_with(n, "linear_attn.norm.weight")) return false;
+  return ends_with(n, "norm.weight") || ends_with(n, "pre_fc_norm_embedding.weight") ||
+         ends_with(n, "pre_fc_norm_hidden.weight");
+}
+
 // Rows [row0, row0 + rows) of a source tensor viewed as [numel / cols, cols].
 struct Piece {
   const TensorInfo* src = nullptr;
@@ -157,7 +165,7 @@ class Planner {
       return m;
     }
     if (t.shape.size() == 1) {
-      m.shift = shift_norms_ && ends_with(full, "norm.weight") && !ends_with(full, "linear_attn.norm.weight");
+      m.shift = shift_norms_ && zero_centred_norm(full);
       return m;
     }
     if (ends_with(full, ".weight") && t.shape.size() >= 2) {
@@ -176,7 +184,7 @@ class Planner {
     m->name = module;
     m->bits = bits;
     m->group = group;
-    if (gate && !(bits == o_.bits && group == o_.group_size)) {
+    if (gate) {  // mlx-lm's predicate always names them, even when they equal the default
       Json ov = Json::object();
       ov["group_size"] = group;
       ov["bits"] = bits;

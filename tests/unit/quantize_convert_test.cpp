@@ -5,13 +5,17 @@
 // scale * q + bias bitwise. Also: refusal to overwrite without force, side files, bad inputs.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "model/geometry.h"
 #include "model/qwen35.h"
 #include "model/synth.h"
@@ -56,8 +60,10 @@ bool same_bytes(const TensorInfo& a, const TensorInfo& b) {
   return a.dtype == b.dtype && a.shape == b.shape && a.nbytes == b.nbytes && std::memcmp(a.data, b.data, a.nbytes) == 0;
 }
 
-bool is_norm(const std::string& n) {
-  return n.size() > 11 && n.compare(n.size() - 11, 11, "norm.weight") == 0 && n.find("linear_attn.norm") == std::string::npos;
+bool ends(const std::string& n, const std::string& s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; }
+bool is_norm(const std::string& n) {  // zero-centred norms (the converter folds +1 into them)
+  if (n.find("linear_attn.norm") != std::string::npos) return false;
+  return ends(n, "norm.weight") || ends(n, "pre_fc_norm_embedding.weight") || ends(n, "pre_fc_norm_hidden.weight");
 }
 
 void expect_matches_synth(const std::string& preset, int bits, int group) {
@@ -103,12 +109,9 @@ void expect_matches_synth(const std::string& preset, int bits, int group) {
 
 }  // namespace
 
-// DISABLED until issue 5 lands: synth switched its RNG after this test was written.
-TEST(Quantize, DISABLED_DenseMatchesSynthMlxWriter) { expect_matches_synth("tiny-dense", 4, 64); }
-// DISABLED until issue 5 lands: synth switched its RNG after this test was written.
-TEST(Quantize, DISABLED_MoeMatchesSynthMlxWriter) { expect_matches_synth("tiny-moe", 4, 32); }
-// DISABLED until issue 5 lands: synth switched its RNG after this test was written.
-TEST(Quantize, DISABLED_Dense8BitGroup128MatchesSynthMlxWriter) { expect_matches_synth("tiny-dense-tied", 8, 128); }
+TEST(Quantize, DenseMatchesSynthMlxWriter) { expect_matches_synth("tiny-dense", 4, 64); }
+TEST(Quantize, MoeMatchesSynthMlxWriter) { expect_matches_synth("tiny-moe", 4, 32); }
+TEST(Quantize, Dense8BitGroup128MatchesSynthMlxWriter) { expect_matches_synth("tiny-dense-tied", 8, 128); }
 
 TEST(Quantize, MoeKeepsMtpStackedAndRouterAt8Bits) {
   const std::string hf = synth("tiny-moe", 0, "moe_mtp_hf");
@@ -203,4 +206,83 @@ TEST(Quantize, RefusesOverwriteWithoutForceAndBadInputs) {
   EXPECT_THROW(quantize_checkpoint(bad), Error);
   fs::remove_all(hf);
   fs::remove_all(out);
+}
+
+namespace {
+
+// Copies a one-file checkpoint, letting `edit` drop (return false) or reshape tensors on the way.
+// The replacement data is zeros of the new size (enough to reach the loader's checks).
+std::string rewrite_checkpoint(const std::string& in, const std::string& tag,
+                               const std::function<bool(TensorDecl&)>& edit) {
+  const std::string out = temp_dir(tag);
+  fs::remove_all(out);
+  fs::create_directories(out);
+  for (const auto& e : fs::directory_iterator(in))
+    if (e.path().extension() != ".safetensors") fs::copy_file(e.path(), fs::path(out) / e.path().filename());
+  SafetensorsFile src((fs::path(in) / "model.safetensors").string());
+  std::vector<TensorDecl> decls;
+  std::vector<const TensorInfo*> from;
+  for (const TensorInfo& t : src.tensors()) {
+    TensorDecl d{t.name, t.dtype, t.shape};
+    if (!edit(d)) continue;
+    decls.push_back(d);
+    from.push_back(&t);
+  }
+  SafetensorsWriter w((fs::path(out) / "model.safetensors").string(), decls);
+  for (size_t i = 0; i < decls.size(); ++i) {
+    if (decls[i].shape == from[i]->shape) {
+      w.write(from[i]->data, from[i]->nbytes);
+    } else {
+      const std::vector<uint8_t> zeros(static_cast<size_t>(decls[i].nbytes()), 0);
+      w.write(zeros.data(), zeros.size());
+    }
+  }
+  w.finish();
+  return out;
+}
+
+std::string load_error(const std::string& dir) {
+  try {
+    Qwen35Model::load(dir, "ref");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// A 4-bit checkpoint with a missing biases tensor, or scales whose group count does not divide the
+// input width, is refused at load with an error naming the tensor.
+TEST(QuantizedLoad, BadCheckpointsFailNamingTheTensor) {
+  const std::string q = synth("tiny-dense", 4, "badload_q");
+  ASSERT_TRUE(fs::exists(fs::path(q) / "model.safetensors"));
+  std::string victim;
+  const std::string no_bias = rewrite_checkpoint(q, "badload_nobias", [&](TensorDecl& d) {
+    if (victim.empty() && d.name.find("mlp.down_proj.biases") != std::string::npos) {
+      victim = d.name;
+      return false;
+    }
+    return true;
+  });
+  ASSERT_FALSE(victim.empty());
+  std::string err = load_error(no_bias);  // names it without the checkpoint's prefix
+  EXPECT_NE(err.find(victim.substr(victim.find("layers."))), std::string::npos) << err;
+  EXPECT_NE(err.find("missing"), std::string::npos) << err;
+
+  std::string scales;
+  const std::string bad_groups = rewrite_checkpoint(q, "badload_groups", [&](TensorDecl& d) {
+    const bool hit = d.name.find("mlp.down_proj.") != std::string::npos &&
+                     (d.name.find(".scales") != std::string::npos || d.name.find(".biases") != std::string::npos);
+    if (hit && d.shape.back() > 1) {
+      d.shape.back() = d.shape.back() * 64 / 48 + 1;  // a group count that does not divide the width
+      if (d.name.find(".scales") != std::string::npos) scales = d.name;
+    }
+    return true;
+  });
+  ASSERT_FALSE(scales.empty());
+  err = load_error(bad_groups);
+  EXPECT_NE(err.find("down_proj"), std::string::npos) << err;
+  EXPECT_NE(err.find("group"), std::string::npos) << err;
+  for (const auto& d : {q, no_bias, bad_groups}) fs::remove_all(d);
 }

@@ -6,6 +6,7 @@
 // size stays that of the checkpoint.
 #include "backend/cpu/fast/fast_backend.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -158,6 +159,10 @@ class FastCpuBackend final : public Backend {
 
   void linear(const Matrix& W, const float* x, int64_t T, float* y) const override {
     ScopedOp op(prof_, 0, T);
+    // Prefill -> decode: hand the prefill's freed activation buffers back to the OS once, so decoding
+    // runs at checkpoint + state size (glibc otherwise keeps tens of MB of freed heap resident).
+    if (T == 1 && last_rows_ > 64) malloc_trim(0);
+    last_rows_ = T;
     if (isa_ == fast::Isa::Avx2) fast::linear_avx2(W, x, T, y, pool_);
     else fast::linear_generic(W, x, T, y, pool_);
   }
@@ -207,6 +212,7 @@ class FastCpuBackend final : public Backend {
   fast::Isa isa_;
   mutable ThreadPool pool_;
   mutable OpProfile prof_;
+  mutable int64_t last_rows_ = 0;  // rows of the previous linear call (prefill -> decode detection)
   bool huge_ = false;
   size_t budget_ = 0;
   HugeArena arena_;

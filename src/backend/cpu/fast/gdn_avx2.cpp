@@ -122,7 +122,7 @@ MERE_AVX2 void exp_inplace(float* x, int64_t n) {
 }
 
 struct ChunkScratch {
-  std::vector<float> q, k, v, g, beta, o;             // one head's inputs: [T, D]
+  std::vector<float> q, k, v, g, beta, o, oh;         // one head's inputs / output: [T, D]
   std::vector<float> G, A, KT, Kb, Vb, U, Wm, ST, Vn, VnT, M, Kd, Qg;
 };
 
@@ -237,7 +237,8 @@ void gated_delta_avx2(const GdnArgs& a, bool chunked, int64_t chunk, ThreadPool&
       w.v.resize(sz(T * Dv));
       w.g.resize(sz(T));
       w.beta.resize(sz(T));
-      std::vector<float> oh(sz(T * Dv));
+      std::vector<float>& oh = w.oh;  // per-thread, reused: no page faults per head
+      oh.resize(sz(T * Dv));
       for (int64_t t = 0; t < T; ++t) {
         std::memcpy(w.q.data() + t * Dk, a.q + (t * a.Hk + kidx) * Dk, sz(Dk) * 4);
         std::memcpy(w.k.data() + t * Dk, a.k + (t * a.Hk + kidx) * Dk, sz(Dk) * 4);
