@@ -58,6 +58,10 @@ check shape-contradicts nonzero "contradicts the config" -- "$bin" model info --
 corrupt; sed -i 's/Qwen3_5ForConditionalGeneration/LlamaForCausalLM/' "$bad/config.json"
 check unknown-arch nonzero "unknown architecture" -- "$bin" model info --model "$bad"
 
+check verify-bench 0 '"head_cost_ratio"' -- "$bin" model verify-bench --model "$m" --prompt-tokens 8 --passes 2 --reps 1 --widths 1,3 --json --quiet
+if [ "$(grep -c '"oracle_mismatches": 0' "$tmp/out")" != 2 ]; then echo "FAIL verify-bench: a pass row differs from the serial decode"; cat "$tmp/out"; fails=$((fails+1)); fi
+check verify-bench-bad-width nonzero "width" -- "$bin" model verify-bench --model "$m" --widths 1,0
+
 if [ -f "$m/tokenizer.json" ] && "$bin" text generate --help >/dev/null 2>&1; then
   check generate 0 "" -- "$bin" text generate --model "$m" --prompt "hello" --max-tokens 4 --temperature 0
   check generate-empty nonzero "empty prompt" -- "$bin" text generate --model "$m" --prompt ""
