@@ -1,4 +1,4 @@
-// Greedy parity of MTP on the bundled trained models (issue 7): for prompts in the spirit of the
+// Greedy parity of MTP on the bundled trained models (issue 7; CI also runs the full form: tests/cmake/parity.cmake): for prompts in the spirit of the
 // five benchmark workloads, the token ids with MTP — adaptive, and forced at every depth 1..B-1 —
 // equal the ids without MTP. Real acceptance (the heads are trained), so accepted prefixes, bonus
 // tokens and partial rollbacks all occur. CI runs 32 tokens per prompt at depths adaptive, 1 and 3 (MERE_PARITY_TOKENS and
