@@ -49,10 +49,8 @@ int run(const Args& a) {
   doc["model"] = a.require("model");
   doc["backend"] = model->backend().name();
   if (a.flag("json")) {
-    JsonDumpOptions d;
-    d.indent = 2;
-    d.key_sep = ": ";
-    std::printf("%s\n", doc.dump(d).c_str());
+    const JsonDumpOptions pretty{2, ",", ": "};  // aggregate init (GCC 12 -O3 misreads member-wise string assignment)
+    std::printf("%s\n", doc.dump(pretty).c_str());
     return 0;
   }
   std::printf("width  tokens/s median [min-max]      pass ms   vs width 1  oracle mismatches\n");
