@@ -1,0 +1,23 @@
+// GatedDeltaNet over a whole prompt on the device (prefill): the same recurrence and layouts as
+// gdn_decode (gdn.h), written for T in the hundreds to thousands.
+//   per value head h (key head h / (Hv / Hk)) and token t, in order:
+//   S <- e^g S;  m = S k;  d = beta (v - m);  S <- S + d k^T;  o = S q
+// S: [Hv, Dv, Dk] f32 (in/out); q, k: [T, Hk, Dk] (l2-normalised, q scaled); v, o: [T, Hv, Dv];
+// g, beta: [T, Hv]. Dk = Dv = 128 (every Qwen3.5 size).
+// Recurrent form, not the chunked (WY) one: the rows of S are independent, so a block takes 16 rows
+// of one head (8 lanes a row, 16 state values a lane, kept in registers for all T tokens) and
+// walks the tokens with q/k/v/g/beta staged through shared memory 32 tokens at a time (cp.async,
+// double-buffered). Work is 6 flops a state element a token (27B: 48 heads x 128 x 128 x 512 tokens
+// = 2.4 GFLOP a layer), issue-bound on the fp32 pipe, ~Hv*8 blocks in flight.
+// CPU reference: ops::gdn_step per head and token (and ops::gdn_chunked agrees with it).
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/device.h"
+
+namespace mere::cuda {
+
+void gdn_prefill(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
+                 const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);
+
+}  // namespace mere::cuda

@@ -1,0 +1,887 @@
+// mere_prefill_check: correctness checks and benchmarks of the CUDA prefill kernels (qgemm on the
+// tensor cores, grouped MoE qgemm, gdn_prefill, attention_prefill) on a real GPU. A plain main (the
+// GPU machine has no gtest). Every check: random inputs, outputs NaN-poisoned before the launch,
+// NMSE + element-wise bounds against the CPU reference ops, a non-finite output always fails.
+// Usage: mere_prefill_check [--quick] [--no-bench] [--json PATH]. Exit 1 on any failure.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device.h"
+#include "backend/cuda/gdn.h"
+#include "backend/cuda/gdn_prefill.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/qmatvec.h"
+#include "core/dtype.h"
+#include "model/matrix.h"
+#include "ops/ops.h"
+
+using namespace mere;
+using namespace mere::cuda;
+
+namespace {
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x1234567ull) {}
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  float uniform(float a, float b) { return a + (b - a) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
+};
+std::vector<float> random_vec(size_t n, uint64_t seed, float a = -1.0f, float b = 1.0f) {
+  Rng r(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = r.uniform(a, b);
+  return v;
+}
+
+struct Report {
+  std::vector<std::string> checks, bench;
+  std::string device;
+  int failures = 0, passes = 0;
+};
+Report g_report;
+double g_copy_gbs = 0;
+
+std::string jnum(double v) {
+  if (!std::isfinite(v)) return "null";
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.6g", v);
+  return b;
+}
+
+struct Metrics {
+  double nmse = 0, max_abs = 0, rms_ref = 0;
+  size_t nonfinite = 0, out_of_bound = 0, n = 0;
+};
+Metrics compare(const float* got, const float* ref, size_t n, double atol_rms, double rtol) {
+  Metrics m;
+  m.n = n;
+  double ss_ref = 0, ss_d = 0;
+  for (size_t i = 0; i < n; ++i) ss_ref += static_cast<double>(ref[i]) * ref[i];
+  m.rms_ref = std::sqrt(ss_ref / static_cast<double>(std::max<size_t>(n, 1)));
+  const double atol = atol_rms * m.rms_ref + 1e-30;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(got[i]) || !std::isfinite(ref[i])) {
+      ++m.nonfinite;
+      continue;
+    }
+    const double d = static_cast<double>(got[i]) - ref[i];
+    ss_d += d * d;
+    m.max_abs = std::max(m.max_abs, std::fabs(d));
+    if (std::fabs(d) > atol + rtol * std::fabs(ref[i])) ++m.out_of_bound;
+  }
+  m.nmse = ss_ref > 0 ? ss_d / ss_ref : ss_d;
+  return m;
+}
+bool record(const std::string& name, const Metrics& m, double nmse_tol) {
+  const bool ok = m.nonfinite == 0 && m.out_of_bound == 0 && m.nmse <= nmse_tol && m.n > 0;
+  std::ostringstream o;
+  o << "{\"check\":\"" << name << "\",\"pass\":" << (ok ? "true" : "false") << ",\"n\":" << m.n
+    << ",\"nmse\":" << jnum(m.nmse) << ",\"nmse_tol\":" << jnum(nmse_tol) << ",\"max_abs_err\":" << jnum(m.max_abs)
+    << ",\"rms_ref\":" << jnum(m.rms_ref) << ",\"nonfinite\":" << m.nonfinite << ",\"out_of_bound\":" << m.out_of_bound
+    << "}";
+  g_report.checks.push_back(o.str());
+  if (ok) ++g_report.passes;
+  else ++g_report.failures;
+  std::printf("%s %s: nmse %.3g (tol %.3g) max_abs %.3g rms_ref %.3g nonfinite %zu oob %zu\n", ok ? "ok  " : "FAIL",
+              name.c_str(), m.nmse, nmse_tol, m.max_abs, m.rms_ref, m.nonfinite, m.out_of_bound);
+  return ok;
+}
+bool record_bool(const std::string& name, bool ok, const std::string& detail) {
+  std::ostringstream o;
+  o << "{\"check\":\"" << name << "\",\"pass\":" << (ok ? "true" : "false") << ",\"detail\":\"" << detail << "\"}";
+  g_report.checks.push_back(o.str());
+  if (ok) ++g_report.passes;
+  else ++g_report.failures;
+  std::printf("%s %s: %s\n", ok ? "ok  " : "FAIL", name.c_str(), detail.c_str());
+  return ok;
+}
+
+template <class T>
+DeviceBuffer to_device(CudaDevice& dev, const std::vector<T>& v, const char* what) {
+  DeviceBuffer b = dev.alloc(std::max<size_t>(v.size(), 1) * sizeof(T), what);
+  if (!v.empty()) dev.upload(b.get(), v.data(), v.size() * sizeof(T));
+  return b;
+}
+template <class T>
+std::vector<T> from_device(CudaDevice& dev, const DeviceBuffer& b, size_t n) {
+  std::vector<T> v(n);
+  dev.download(v.data(), b.get(), n * sizeof(T));
+  return v;
+}
+void poison(CudaDevice& dev, DeviceBuffer& b) { dev.fill_bytes(b.get(), 0xFF, b.bytes()); }
+
+// parallel for over [0, n)
+void pfor(int64_t n, const std::function<void(int64_t)>& f) {
+  const int nt = static_cast<int>(std::max(1u, std::min(32u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> th;
+  std::atomic<int64_t> next{0};
+  for (int i = 0; i < nt; ++i)
+    th.emplace_back([&] {
+      for (int64_t j; (j = next.fetch_add(1)) < n;) f(j);
+    });
+  for (auto& t : th) t.join();
+}
+
+struct HostQ {
+  int64_t rows, cols;
+  int bits;
+  std::vector<uint32_t> codes;
+  std::vector<uint16_t> scales, biases;
+  Matrix view() const {
+    Matrix m;
+    m.rows = rows;
+    m.cols = cols;
+    m.bits = bits;
+    m.group = 64;
+    m.scale_dtype = DType::BF16;
+    m.data = codes.data();
+    m.scales = scales.data();
+    m.biases = biases.data();
+    return m;
+  }
+};
+HostQ random_q(int64_t rows, int64_t cols, int bits, uint64_t seed) {
+  HostQ q{rows, cols, bits, {}, {}, {}};
+  q.codes.resize(static_cast<size_t>(rows * cols * bits / 32));
+  q.scales.resize(static_cast<size_t>(rows * cols / 64));
+  q.biases.resize(q.scales.size());
+  Rng r(seed);
+  for (auto& w : q.codes) w = static_cast<uint32_t>(r.next());
+  const float half = static_cast<float>((1 << bits) - 1) * 0.5f;
+  for (size_t i = 0; i < q.scales.size(); ++i) {
+    const float s = r.uniform(0.004f, 0.02f) * ((r.next() & 1) ? 1.0f : -1.0f);
+    q.scales[i] = f32_to_bf16(s);
+    q.biases[i] = f32_to_bf16(-half * s + r.uniform(-0.01f, 0.01f));
+  }
+  return q;
+}
+struct DevQ {
+  DeviceBuffer codes, scales, biases;
+  QWeightView view;
+};
+DevQ upload_q(CudaDevice& dev, const HostQ& q) {
+  DevQ d;
+  d.codes = to_device(dev, q.codes, "test codes");
+  d.scales = to_device(dev, q.scales, "test scales");
+  d.biases = to_device(dev, q.biases, "test biases");
+  d.view = QWeightView{d.codes.as<uint32_t>(), d.scales.as<uint16_t>(), d.biases.as<uint16_t>(), q.rows, q.cols, q.bits};
+  return d;
+}
+// ops::linear for the listed rows of x only, parallel over row slices of W. y: [ts.size(), rows]
+std::vector<float> ref_linear_rows(const Matrix& W, const std::vector<float>& x, const std::vector<int64_t>& ts) {
+  const int64_t cols = W.cols, nT = static_cast<int64_t>(ts.size());
+  std::vector<float> xs(static_cast<size_t>(nT * cols)), y(static_cast<size_t>(nT * W.rows));
+  for (int64_t i = 0; i < nT; ++i) std::memcpy(&xs[i * cols], &x[ts[i] * cols], cols * 4);
+  const int64_t slice = 256, ns = (W.rows + slice - 1) / slice;
+  pfor(ns, [&](int64_t s) {
+    const int64_t r0 = s * slice, n = std::min(slice, W.rows - r0);
+    std::vector<float> tmp(static_cast<size_t>(n * nT));
+    ops::linear(W.row_slice(r0, n), xs.data(), nT, tmp.data());
+    for (int64_t t = 0; t < nT; ++t) std::memcpy(&y[t * W.rows + r0], &tmp[t * n], n * 4);
+  });
+  return y;
+}
+
+// ---------------------------------------------------------------- qgemm checks
+constexpr double kGemmNmse = 1e-4, kGemmAtolRms = 3e-2, kGemmRtol = 1e-2;
+
+void check_qgemm_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, const std::vector<int64_t>& Ts,
+                       uint64_t seed, bool all_rows = true) {
+  const HostQ hq = random_q(rows, cols, bits, seed);
+  DevQ dq = upload_q(dev, hq);
+  const int64_t TM = *std::max_element(Ts.begin(), Ts.end());
+  const std::vector<float> x = random_vec(static_cast<size_t>(TM * cols), seed + 1, -2.0f, 2.0f);
+  DeviceBuffer dx = to_device(dev, x, "x");
+  DeviceBuffer dxq = dev.alloc(static_cast<size_t>(TM * cols) * 2, "xq");
+  DeviceBuffer dy = dev.alloc(static_cast<size_t>(TM * rows) * 4, "y");
+  int64_t wsf = 4;  // split-K workspace for the largest T that splits
+  for (int64_t T : Ts) wsf = std::max(wsf, qgemm_workspace_floats(dev, dq.view, T));
+  DeviceBuffer ws = dev.alloc(static_cast<size_t>(wsf) * 4, "ws");
+  char tag[96];
+  std::snprintf(tag, sizeof(tag), "qgemm q%d[%lldx%lld]", bits, static_cast<long long>(rows), static_cast<long long>(cols));
+  std::vector<float> y_big;  // result of the largest T, for the T-invariance check
+  for (int64_t T : Ts) {
+    std::vector<int64_t> ts;
+    if (all_rows) {
+      for (int64_t t = 0; t < T; ++t) ts.push_back(t);
+    } else {
+      ts = {0, 1, T / 2, T - 2, T - 1};
+    }
+    const auto ref = ref_linear_rows(hq.view(), x, ts);
+    for (int split : {1, 0}) {  // 0: default (split-K where it would pay)
+      poison(dev, dy);
+      dev.fill_bytes(dxq.get(), 0xFF, dxq.bytes());
+      qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, dxq.as<uint16_t>());
+      QGemmConfig cfg;
+      cfg.split_k = split;
+      qgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows, ws.as<float>(), cfg);
+      const auto got_all = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
+      std::vector<float> got(ref.size());
+      for (size_t i = 0; i < ts.size(); ++i) std::memcpy(&got[i * rows], &got_all[ts[i] * rows], rows * 4);
+      const QGemmConfig used = split == 1 ? QGemmConfig{0, 1} : qgemm_default_config(dev, dq.view, T, true);
+      record(std::string(tag) + " T=" + std::to_string(T) + " split_k=" + std::to_string(used.split_k) +
+                 (all_rows ? "" : " (5 rows)") + " vs ops::linear",
+             compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol), kGemmNmse);
+      // no write past row T (the next row of y stays poisoned)
+      if (split == 1 && T < TM) {
+        const auto after = from_device<float>(dev, dy, static_cast<size_t>((T + 1) * rows));
+        bool untouched = true;
+        for (int64_t r = 0; r < rows; ++r) untouched &= !std::isfinite(after[T * rows + r]);
+        record_bool(std::string(tag) + " T=" + std::to_string(T) + " writes no row >= T", untouched, "row T still NaN");
+      }
+      if (split == 1) {
+        // the other scale path (cp.async ring) computes the same products: bitwise equal
+        QGemmConfig c2;
+        c2.split_k = 1;
+        c2.scale_prefetch = 1;
+        poison(dev, dy);
+        qgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows, ws.as<float>(), c2);
+        const auto got2 = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
+        int64_t bad2 = 0;
+        for (int64_t i = 0; i < T * rows; ++i) bad2 += std::memcmp(&got2[i], &got_all[i], 4) != 0;
+        record_bool(std::string(tag) + " T=" + std::to_string(T) + " scale_prefetch=1 bitwise equal", bad2 == 0,
+                    std::to_string(bad2) + " mismatches");
+        if (T == TM) y_big = got_all;
+        else if (!y_big.empty()) {
+          int64_t bad = 0;
+          for (int64_t i = 0; i < T * rows; ++i) bad += std::memcmp(&got_all[i], &y_big[i], 4) != 0;
+          record_bool(std::string(tag) + " T=" + std::to_string(T) + " rows bitwise equal to T=" + std::to_string(TM),
+                      bad == 0, std::to_string(bad) + " mismatches");
+        }
+      }
+    }
+  }
+}
+
+void check_qgemm(CudaDevice& dev, bool quick) {
+  uint64_t seed = 1000;
+  // kernel-breaking: T around the 32/64/128 tiles, rows not multiples of 128, cols not of the 64-k tile pipeline depth
+  check_qgemm_shape(dev, 257, 1088, 4, {513, 10, 17, 63, 64, 65, 511, 512}, ++seed);
+  check_qgemm_shape(dev, 1, 64, 4, {65, 10}, ++seed);
+  check_qgemm_shape(dev, 7, 192, 4, {17, 10}, ++seed);
+  check_qgemm_shape(dev, 130, 320, 8, {513, 17, 64}, ++seed);
+  check_qgemm_shape(dev, 33, 4160, 8, {65, 10}, ++seed);
+  check_qgemm_shape(dev, 384, 5120, 4, {130, 33}, ++seed);  // split-K path (few blocks, long K)
+  if (quick) return;
+  // real shapes at T = 512 (5 token rows checked against the CPU, all rows against T-invariance)
+  check_qgemm_shape(dev, 17408, 5120, 4, {512, 65}, ++seed, false);  // 27B gate/up
+  check_qgemm_shape(dev, 5120, 17408, 4, {512, 10}, ++seed, false);  // 27B down (split-K)
+  check_qgemm_shape(dev, 10240, 5120, 4, {512}, ++seed, false);      // 27B in_proj_qkv
+  check_qgemm_shape(dev, 5120, 6144, 8, {512}, ++seed, false);       // 27B out_proj, 8-bit
+  check_qgemm_shape(dev, 8192, 2048, 4, {512}, ++seed, false);       // 35B q_proj / in_proj_qkv
+}
+
+// grouped MoE: random top-k routing, sort, gather-prepare, grouped qgemm, combine; vs per-pair ops::linear
+void check_moe(CudaDevice& dev, int64_t E, int64_t Ne, int64_t K, int64_t T, int64_t topk, int bits, uint64_t seed,
+               int64_t check_every_expert) {
+  const HostQ hq = random_q(E * Ne, K, bits, seed);
+  DevQ dq = upload_q(dev, hq);
+  const auto x = random_vec(static_cast<size_t>(T * K), seed + 1, -2.0f, 2.0f);
+  std::vector<int32_t> ids(static_cast<size_t>(T * topk));
+  Rng r(seed + 2);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < topk; ++j) {
+      int32_t e;
+      bool dup;
+      do {  // distinct experts per token, skewed a little towards low ids
+        e = static_cast<int32_t>((r.next() % E) * (r.next() % 4 == 0 ? 1 : 1) % E);
+        if (r.next() % 8 == 0) e = static_cast<int32_t>(r.next() % std::min<int64_t>(E, 4));
+        dup = false;
+        for (int64_t i = 0; i < j; ++i) dup |= ids[t * topk + i] == e;
+      } while (dup);
+      ids[t * topk + j] = e;
+    }
+  const auto wts = random_vec(static_cast<size_t>(T * topk), seed + 3, 0.0f, 0.5f);
+  const int64_t P = T * topk;
+  DeviceBuffer dids = to_device(dev, ids, "ids"), dx = to_device(dev, x, "x"), dw = to_device(dev, wts, "w");
+  DeviceBuffer doff = dev.alloc((E + 1) * 4, "offsets"), drow = dev.alloc(P * 4, "row_token"),
+               dpair = dev.alloc(P * 4, "pair_row");
+  DeviceBuffer dxq = dev.alloc(P * K * 2, "xq"), dy = dev.alloc(P * Ne * 4, "y"), dout = dev.alloc(T * Ne * 4, "out");
+  poison(dev, doff);
+  poison(dev, dy);
+  poison(dev, dout);
+  moe_sort_pairs(dev, dids.as<int32_t>(), T, topk, E, doff.as<int32_t>(), drow.as<int32_t>(), dpair.as<int32_t>());
+  qgemm_prepare_x_gather(dev, dx.as<float>(), drow.as<int32_t>(), P, K, K, dxq.as<uint16_t>());
+  qgemm_grouped(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);
+  moe_combine(dev, dy.as<float>(), Ne, dpair.as<int32_t>(), dw.as<float>(), T, topk, Ne, dout.as<float>(), false);
+  const auto off = from_device<int32_t>(dev, doff, E + 1);
+  const auto row_token = from_device<int32_t>(dev, drow, P);
+  const auto pair_row = from_device<int32_t>(dev, dpair, P);
+  const auto y = from_device<float>(dev, dy, P * Ne);
+  const auto out = from_device<float>(dev, dout, T * Ne);
+  char tag[128];
+  std::snprintf(tag, sizeof(tag), "moe q%d E=%lld Ne=%lld K=%lld T=%lld top%lld", bits, (long long)E, (long long)Ne,
+                (long long)K, (long long)T, (long long)topk);
+  // sort: offsets monotone, each pair placed in its expert's range, stable
+  bool sort_ok = off[0] == 0 && off[E] == P;
+  for (int64_t e = 0; e < E && sort_ok; ++e) sort_ok &= off[e] <= off[e + 1];
+  std::vector<int32_t> last(static_cast<size_t>(E), -1);
+  for (int64_t p = 0; p < P && sort_ok; ++p) {
+    const int32_t rr = pair_row[p], e = ids[p];
+    sort_ok &= rr >= off[e] && rr < off[e + 1] && row_token[rr] == p / topk && rr > last[e];
+    last[e] = rr;
+  }
+  record_bool(std::string(tag) + " moe_sort_pairs", sort_ok, "offsets, placement, stability");
+  // grouped gemm vs ops::linear on each pair (experts e % check_every_expert == 0)
+  std::vector<float> got, ref;
+  std::vector<int64_t> experts;
+  for (int64_t e = 0; e < E; e += check_every_expert) experts.push_back(e);
+  std::vector<std::vector<float>> refs(experts.size()), gots(experts.size());
+  pfor(static_cast<int64_t>(experts.size()), [&](int64_t i) {
+    const int64_t e = experts[i];
+    const int64_t n = off[e + 1] - off[e];
+    if (n == 0) return;
+    std::vector<float> xs(static_cast<size_t>(n * K));
+    for (int64_t j = 0; j < n; ++j) std::memcpy(&xs[j * K], &x[row_token[off[e] + j] * K], K * 4);
+    refs[i].resize(static_cast<size_t>(n * Ne));
+    ops::linear(hq.view().row_slice(e * Ne, Ne), xs.data(), n, refs[i].data());
+    gots[i].assign(y.begin() + off[e] * Ne, y.begin() + off[e + 1] * Ne);
+  });
+  for (size_t i = 0; i < experts.size(); ++i) {
+    got.insert(got.end(), gots[i].begin(), gots[i].end());
+    ref.insert(ref.end(), refs[i].begin(), refs[i].end());
+  }
+  record(std::string(tag) + " qgemm_grouped vs ops::linear", compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol),
+         kGemmNmse);
+  // combine vs host sum over the device y
+  std::vector<float> cref(static_cast<size_t>(T * Ne));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < Ne; ++n) {
+      float s = 0.0f;
+      for (int64_t j = 0; j < topk; ++j) s = std::fma(wts[t * topk + j], y[pair_row[t * topk + j] * Ne + n], s);
+      cref[t * Ne + n] = s;
+    }
+  record(std::string(tag) + " moe_combine", compare(out.data(), cref.data(), cref.size(), 1e-6, 1e-6), 1e-12);
+}
+
+// ---------------------------------------------------------------- gdn prefill
+void check_gdn_prefill(CudaDevice& dev, bool quick) {
+  struct Case { int64_t Hk, Hv, T; };
+  std::vector<Case> cases = {{2, 4, 1}, {2, 2, 17}, {1, 3, 33}, {2, 4, 100}, {16, 32, 64}};
+  if (!quick) {
+    cases.push_back({16, 48, 512});
+    cases.push_back({16, 32, 513});
+  }
+  int ci = 0;
+  for (const auto& c : cases) {
+    const int64_t D = 128;
+    auto S = random_vec(static_cast<size_t>(c.Hv * D * D), 2700 + ci, -0.5f, 0.5f);
+    auto q = random_vec(static_cast<size_t>(c.T * c.Hk * D), 2710 + ci);
+    auto k = random_vec(static_cast<size_t>(c.T * c.Hk * D), 2720 + ci);
+    for (int64_t r = 0; r < c.T * c.Hk; ++r) {
+      ops::l2_normalize(q.data() + r * D, D, 1e-6f);
+      ops::l2_normalize(k.data() + r * D, D, 1e-6f);
+      for (int64_t j = 0; j < D; ++j) q[r * D + j] *= 1.0f / std::sqrt(128.0f);
+    }
+    auto v = random_vec(static_cast<size_t>(c.T * c.Hv * D), 2730 + ci);
+    auto g = random_vec(static_cast<size_t>(c.T * c.Hv), 2740 + ci, -3.0f, -0.01f);
+    auto beta = random_vec(static_cast<size_t>(c.T * c.Hv), 2750 + ci, 0.05f, 0.95f);
+    DeviceBuffer dS = to_device(dev, S, "S"), dq = to_device(dev, q, "q"), dk = to_device(dev, k, "k"),
+                 dv = to_device(dev, v, "v"), dg = to_device(dev, g, "g"), db = to_device(dev, beta, "beta");
+    DeviceBuffer dout = dev.alloc(v.size() * 4, "o");
+    poison(dev, dout);
+    gdn_prefill(dev, dS.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>(), dg.as<float>(), db.as<float>(), c.T,
+                c.Hk, c.Hv, D, D, dout.as<float>());
+    const auto got_o = from_device<float>(dev, dout, v.size());
+    const auto got_S = from_device<float>(dev, dS, S.size());
+    std::vector<float> ref_o(v.size());
+    const int64_t rep = c.Hv / c.Hk;
+    pfor(c.Hv, [&](int64_t h) {
+      std::vector<float> ob(D);
+      for (int64_t t = 0; t < c.T; ++t) {
+        ops::gdn_step(S.data() + h * D * D, q.data() + (t * c.Hk + h / rep) * D, k.data() + (t * c.Hk + h / rep) * D,
+                      v.data() + (t * c.Hv + h) * D, g[t * c.Hv + h], beta[t * c.Hv + h], D, D, ob.data());
+        std::memcpy(&ref_o[(t * c.Hv + h) * D], ob.data(), D * 4);
+      }
+    });
+    const std::string tag = "gdn_prefill[Hk=" + std::to_string(c.Hk) + ",Hv=" + std::to_string(c.Hv) + ",T=" +
+                            std::to_string(c.T) + "]";
+    record(tag + " o vs ops::gdn_step", compare(got_o.data(), ref_o.data(), ref_o.size(), 1e-5, 1e-4), 1e-10);
+    record(tag + " S vs ops::gdn_step", compare(got_S.data(), S.data(), S.size(), 1e-5, 1e-4), 1e-10);
+    ++ci;
+  }
+}
+
+// ---------------------------------------------------------------- attention prefill
+void check_attention_prefill(CudaDevice& dev, bool quick) {
+  struct Case { int64_t nh, nkv, T, pos0; KvType kv; };
+  std::vector<Case> cases = {{8, 8, 17, 0, KvType::F32},  {24, 4, 10, 5, KvType::BF16}, {16, 2, 65, 0, KvType::F32},
+                             {6, 2, 63, 31, KvType::BF16}, {8, 2, 64, 100, KvType::F32}};
+  if (!quick) {
+    cases.push_back({24, 4, 512, 0, KvType::BF16});
+    cases.push_back({24, 4, 511, 0, KvType::F32});
+    cases.push_back({16, 2, 513, 0, KvType::BF16});
+    cases.push_back({16, 2, 512, 700, KvType::F32});
+  }
+  int ci = 0;
+  for (const auto& c : cases) {
+    const int64_t hd = 256, len = c.pos0 + c.T;
+    const float scale = 1.0f / 16.0f;
+    const auto q = random_vec(static_cast<size_t>(c.T * c.nh * hd), 3800 + ci);
+    auto k = random_vec(static_cast<size_t>(len * c.nkv * hd), 3810 + ci, -2.0f, 2.0f);
+    auto v = random_vec(static_cast<size_t>(len * c.nkv * hd), 3820 + ci);
+    DeviceBuffer dk, dv;
+    if (c.kv == KvType::BF16) {
+      std::vector<uint16_t> kb(k.size()), vb(v.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        kb[i] = f32_to_bf16(k[i]);
+        k[i] = bf16_to_f32(kb[i]);
+        vb[i] = f32_to_bf16(v[i]);
+        v[i] = bf16_to_f32(vb[i]);
+      }
+      dk = to_device(dev, kb, "k bf16");
+      dv = to_device(dev, vb, "v bf16");
+    } else {
+      dk = to_device(dev, k, "k f32");
+      dv = to_device(dev, v, "v f32");
+    }
+    DeviceBuffer dq = to_device(dev, q, "q");
+    DeviceBuffer dout = dev.alloc(q.size() * 4, "out");
+    poison(dev, dout);
+    attention_prefill(dev, dq.as<float>(), dk.get(), dv.get(), c.kv, c.T, c.pos0, c.nh, c.nkv, hd, scale, dout.as<float>());
+    const auto got = from_device<float>(dev, dout, q.size());
+    std::vector<float> ref(q.size());
+    pfor(c.T, [&](int64_t t) {
+      ops::attention(q.data() + t * c.nh * hd, k.data(), v.data(), c.pos0 + t + 1, c.nh, c.nkv, hd, scale,
+                     ref.data() + t * c.nh * hd);
+    });
+    record("attention_prefill[nh=" + std::to_string(c.nh) + ",nkv=" + std::to_string(c.nkv) + ",T=" + std::to_string(c.T) +
+               ",pos0=" + std::to_string(c.pos0) + (c.kv == KvType::BF16 ? ",bf16]" : ",f32]") + " vs ops::attention",
+           compare(got.data(), ref.data(), ref.size(), 1e-5, 1e-4), 1e-10);
+    ++ci;
+  }
+}
+
+// ---------------------------------------------------------------- benchmarks
+struct Timing {
+  double median_us = 0, min_us = 0, max_us = 0;
+};
+Timing time_launches(CudaDevice& dev, int warm, int reps, const std::function<void(int)>& launch) {
+  for (int i = 0; i < warm; ++i) launch(i);
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(reps) + 1);
+  for (auto& e : ev) MERE_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    MERE_CUDA_CHECK(cudaEventRecord(ev[i], dev.stream()));
+    launch(warm + i);
+  }
+  MERE_CUDA_CHECK(cudaEventRecord(ev[reps], dev.stream()));
+  dev.synchronize("bench");
+  std::vector<double> us;
+  for (int i = 0; i < reps; ++i) {
+    float ms = 0;
+    MERE_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+    us.push_back(ms * 1000.0);
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::sort(us.begin(), us.end());
+  return {us[us.size() / 2], us.front(), us.back()};
+}
+
+void add_bench(const std::string& name, double bytes, double flops, double pred_us, const Timing& t,
+               const std::string& extra = "") {
+  const double gbs = bytes / (t.median_us * 1e-6) / 1e9, tf = flops / (t.median_us * 1e-6) / 1e12;
+  std::ostringstream o;
+  o << "{\"name\":\"" << name << "\",\"bytes\":" << jnum(bytes) << ",\"flops\":" << jnum(flops)
+    << ",\"pred_us\":" << jnum(pred_us) << ",\"median_us\":" << jnum(t.median_us) << ",\"min_us\":" << jnum(t.min_us)
+    << ",\"max_us\":" << jnum(t.max_us) << ",\"gbs\":" << jnum(gbs) << ",\"tflops\":" << jnum(tf) << extra << "}";
+  g_report.bench.push_back(o.str());
+  std::printf("%-52s %9.2f us [%8.2f-%8.2f] pred %8.2f  %7.1f GB/s  %6.1f TFLOP/s\n", name.c_str(), t.median_us,
+              t.min_us, t.max_us, pred_us, gbs, tf);
+  std::fflush(stdout);
+}
+
+__global__ void fill_u32_kernel(uint32_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    p[i] = static_cast<uint32_t>(z ^ (z >> 31));
+  }
+}
+__global__ void fill_bf16_kernel(uint16_t* p, size_t n, uint64_t seed, float base, float spread) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+    const float u = static_cast<float>((z >> 40) & 0xFFFFFF) / 16777216.0f;
+    p[i] = static_cast<uint16_t>(__float_as_uint(base + spread * u) >> 16);
+  }
+}
+__global__ void fill_f32_kernel(float* p, size_t n, uint64_t seed, float a, float b) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+    p[i] = a + (b - a) * static_cast<float>((z >> 40) & 0xFFFFFF) / 16777216.0f;
+  }
+}
+void fill_f32(CudaDevice& dev, void* p, size_t n, uint64_t seed, float a, float b) {
+  fill_f32_kernel<<<1024, 256, 0, dev.stream()>>>(static_cast<float*>(p), n, seed, a, b);
+  MERE_CUDA_CHECK_LAUNCH("fill_f32");
+}
+
+// rotating weight copies (>= 256 MB together) so L2 never holds the next launch's weights
+struct QBank {
+  DeviceBuffer codes, scales, biases;
+  std::vector<QWeightView> views;
+};
+QBank make_bank(CudaDevice& dev, int64_t rows, int64_t cols, int bits, size_t min_total) {
+  QBank b;
+  const size_t cb = static_cast<size_t>(rows * cols * bits / 8), sb = static_cast<size_t>(rows * (cols / 64) * 2);
+  const int n = static_cast<int>(std::clamp<size_t>((min_total + cb + 2 * sb - 1) / (cb + 2 * sb), 1, 64));
+  b.codes = dev.alloc(cb * n, "bench codes");
+  b.scales = dev.alloc(sb * n, "bench scales");
+  b.biases = dev.alloc(sb * n, "bench biases");
+  fill_u32_kernel<<<1024, 256, 0, dev.stream()>>>(b.codes.as<uint32_t>(), cb * n / 4, rows * 7 + cols);
+  fill_bf16_kernel<<<1024, 256, 0, dev.stream()>>>(b.scales.as<uint16_t>(), sb * n / 2, 11, 0.004f, 0.016f);
+  fill_bf16_kernel<<<1024, 256, 0, dev.stream()>>>(b.biases.as<uint16_t>(), sb * n / 2, 12, -0.1f, 0.02f);
+  MERE_CUDA_CHECK_LAUNCH("fill bank");
+  for (int i = 0; i < n; ++i)
+    b.views.push_back(QWeightView{reinterpret_cast<const uint32_t*>(b.codes.as<uint8_t>() + cb * i),
+                                  b.scales.as<uint16_t>() + sb / 2 * i, b.biases.as<uint16_t>() + sb / 2 * i, rows, cols,
+                                  bits});
+  return b;
+}
+
+double g_mma_tflops = 660.0;  // assumed mma.sync bf16 rate for predictions (dense wgmma ~790 measured by torch)
+
+// returns the median µs
+double bench_qgemm(CudaDevice& dev, const char* what, int64_t rows, int64_t cols, int bits, int64_t T, int split = 0,
+                   int bm = 0, int sp = 0) {
+  QBank bank = make_bank(dev, rows, cols, bits, size_t{256} << 20);
+  DeviceBuffer x = dev.alloc(static_cast<size_t>(T * cols) * 4, "x");
+  fill_f32(dev, x.get(), static_cast<size_t>(T * cols), 5, -2.0f, 2.0f);
+  DeviceBuffer xq = dev.alloc(static_cast<size_t>(T * cols) * 2, "xq");
+  qgemm_prepare_x(dev, x.as<float>(), T, cols, cols, xq.as<uint16_t>());
+  DeviceBuffer y = dev.alloc(static_cast<size_t>(T * rows) * 4, "y");
+  const int64_t wsf = std::max<int64_t>(qgemm_workspace_floats(dev, bank.views[0], T), 4 * T * rows);
+  DeviceBuffer ws = dev.alloc(static_cast<size_t>(wsf) * 4, "ws");
+  QGemmConfig cfg;
+  cfg.split_k = split;
+  cfg.bm = bm;
+  cfg.scale_prefetch = sp;
+  QGemmConfig used = qgemm_default_config(dev, bank.views[0], T, true);
+  if (split) used.split_k = split;
+  if (bm) used.bm = bm;
+  const Timing t = time_launches(dev, 3, 20, [&](int i) {
+    qgemm(dev, bank.views[static_cast<size_t>(i) % bank.views.size()], xq.as<uint16_t>(), T, y.as<float>(), rows,
+          ws.as<float>(), cfg);
+  });
+  const double bytes = static_cast<double>(bank.views[0].bytes()) + T * cols * 2.0 + T * rows * 4.0;
+  const double flops = 2.0 * T * rows * cols;
+  const double pred = std::max(bytes / (g_copy_gbs * 1e3), flops / (g_mma_tflops * 1e6));
+  char name[160];
+  std::snprintf(name, sizeof(name), "qgemm q%d %s [%lldx%lld] T=%lld bm=%d split=%d%s", bits, what, (long long)rows,
+                (long long)cols, (long long)T, used.bm, used.split_k, sp == 1 ? " cp.async-scales" : "");
+  add_bench(name, bytes, flops, pred, t);
+  return t.median_us;
+}
+
+double bench_prepare(CudaDevice& dev, int64_t T, int64_t cols) {
+  DeviceBuffer x = dev.alloc(static_cast<size_t>(T * cols) * 4, "x");
+  fill_f32(dev, x.get(), static_cast<size_t>(T * cols), 5, -2.0f, 2.0f);
+  DeviceBuffer xq = dev.alloc(static_cast<size_t>(T * cols) * 2, "xq");
+  const Timing t = time_launches(dev, 3, 20, [&](int) { qgemm_prepare_x(dev, x.as<float>(), T, cols, cols, xq.as<uint16_t>()); });
+  const double bytes = T * cols * 6.0;
+  add_bench("qgemm_prepare_x [" + std::to_string(T) + "x" + std::to_string(cols) + "]", bytes, 0, bytes / (g_copy_gbs * 1e3), t);
+  return t.median_us;
+}
+
+// MoE layer's routed experts: sort + gather-prepare + grouped gate_up + (prepare) + grouped down + combine
+struct MoeTimes { double sort, gather, gate_up, prep_down, down, combine; };
+MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T, int64_t topk) {
+  MoeTimes r{};
+  const int64_t P = T * topk;
+  QBank gu = make_bank(dev, E * 2 * Ie, H, 4, size_t{600} << 20), dn = make_bank(dev, E * H, Ie, 4, size_t{300} << 20);
+  std::vector<int32_t> ids(static_cast<size_t>(P));
+  Rng rng(77);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < topk; ++j) {
+      int32_t e;
+      bool dup;
+      do {
+        e = static_cast<int32_t>(rng.next() % E);
+        dup = false;
+        for (int64_t i = 0; i < j; ++i) dup |= ids[t * topk + i] == e;
+      } while (dup);
+      ids[t * topk + j] = e;
+    }
+  DeviceBuffer dids = to_device(dev, ids, "ids");
+  DeviceBuffer x = dev.alloc(T * H * 4, "x"), w = dev.alloc(P * 4, "w");
+  fill_f32(dev, x.get(), T * H, 3, -2.0f, 2.0f);
+  fill_f32(dev, w.get(), P, 4, 0.0f, 0.3f);
+  DeviceBuffer off = dev.alloc((E + 1) * 4, "off"), rt = dev.alloc(P * 4, "rt"), pr = dev.alloc(P * 4, "pr");
+  DeviceBuffer xq = dev.alloc(P * H * 2, "xq"), ygu = dev.alloc(P * 2 * Ie * 4, "ygu"), hq = dev.alloc(P * Ie * 2, "hq"),
+               yd = dev.alloc(P * H * 4, "yd"), out = dev.alloc(T * H * 4, "out");
+  fill_f32(dev, ygu.get(), P * 2 * Ie, 6, -1.0f, 1.0f);
+  moe_sort_pairs(dev, dids.as<int32_t>(), T, topk, E, off.as<int32_t>(), rt.as<int32_t>(), pr.as<int32_t>());
+  const double gu_bytes = gu.views[0].bytes(), dn_bytes = dn.views[0].bytes();
+  char nm[160];
+  Timing t = time_launches(dev, 2, 10, [&](int) {
+    moe_sort_pairs(dev, dids.as<int32_t>(), T, topk, E, off.as<int32_t>(), rt.as<int32_t>(), pr.as<int32_t>());
+  });
+  add_bench("moe_sort_pairs T=" + std::to_string(T) + " top" + std::to_string(topk) + " E=" + std::to_string(E), P * 12.0, 0, 2, t);
+  r.sort = t.median_us;
+  t = time_launches(dev, 3, 20, [&](int) {
+    qgemm_prepare_x_gather(dev, x.as<float>(), rt.as<int32_t>(), P, H, H, xq.as<uint16_t>());
+  });
+  add_bench("qgemm_prepare_x_gather P=" + std::to_string(P) + " K=" + std::to_string(H), P * H * 6.0, 0, P * H * 6.0 / (g_copy_gbs * 1e3), t);
+  r.gather = t.median_us;
+  t = time_launches(dev, 3, 20, [&](int i) {
+    qgemm_grouped(dev, gu.views[static_cast<size_t>(i) % gu.views.size()], E, 2 * Ie, xq.as<uint16_t>(), off.as<int32_t>(),
+                  P, ygu.as<float>(), 2 * Ie);
+  });
+  std::snprintf(nm, sizeof(nm), "qgemm_grouped q4 gate_up E=%lld [%lldx%lld] P=%lld", (long long)E, (long long)(2 * Ie),
+                (long long)H, (long long)P);
+  double fl = 2.0 * P * 2 * Ie * H, by = gu_bytes + P * H * 2.0 + P * 2 * Ie * 4.0;
+  add_bench(nm, by, fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+  r.gate_up = t.median_us;
+  t = time_launches(dev, 3, 20, [&](int) { qgemm_prepare_x(dev, ygu.as<float>(), P, Ie, 2 * Ie, hq.as<uint16_t>()); });
+  add_bench("qgemm_prepare_x (down input) P=" + std::to_string(P) + " K=" + std::to_string(Ie), P * Ie * 6.0, 0,
+            P * Ie * 6.0 / (g_copy_gbs * 1e3), t);
+  r.prep_down = t.median_us;
+  t = time_launches(dev, 3, 20, [&](int i) {
+    qgemm_grouped(dev, dn.views[static_cast<size_t>(i) % dn.views.size()], E, H, hq.as<uint16_t>(), off.as<int32_t>(), P,
+                  yd.as<float>(), H);
+  });
+  std::snprintf(nm, sizeof(nm), "qgemm_grouped q4 down E=%lld [%lldx%lld] P=%lld", (long long)E, (long long)H,
+                (long long)Ie, (long long)P);
+  fl = 2.0 * P * H * Ie;
+  by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
+  add_bench(nm, by, fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+  r.down = t.median_us;
+  t = time_launches(dev, 3, 20, [&](int) {
+    moe_combine(dev, yd.as<float>(), H, pr.as<int32_t>(), w.as<float>(), T, topk, H, out.as<float>(), true);
+  });
+  add_bench("moe_combine T=" + std::to_string(T) + " N=" + std::to_string(H), P * H * 4.0 + T * H * 8.0, 0,
+            (P * H * 4.0 + T * H * 8.0) / (g_copy_gbs * 1e3), t);
+  r.combine = t.median_us;
+  return r;
+}
+
+double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, bool decode_kernel) {
+  const int64_t D = 128;
+  DeviceBuffer S = dev.alloc(Hv * D * D * 4, "S"), q = dev.alloc(T * Hk * D * 4, "q"), k = dev.alloc(T * Hk * D * 4, "k"),
+               v = dev.alloc(T * Hv * D * 4, "v"), g = dev.alloc(T * Hv * 4, "g"), b = dev.alloc(T * Hv * 4, "b"),
+               o = dev.alloc(T * Hv * D * 4, "o");
+  fill_f32(dev, S.get(), Hv * D * D, 1, -0.5f, 0.5f);
+  fill_f32(dev, q.get(), T * Hk * D, 2, -0.09f, 0.09f);
+  fill_f32(dev, k.get(), T * Hk * D, 3, -0.15f, 0.15f);
+  fill_f32(dev, v.get(), T * Hv * D, 4, -1.0f, 1.0f);
+  fill_f32(dev, g.get(), T * Hv, 5, -3.0f, -0.01f);
+  fill_f32(dev, b.get(), T * Hv, 6, 0.05f, 0.95f);
+  const Timing t = time_launches(dev, 2, 10, [&](int) {
+    if (decode_kernel)
+      gdn_decode(dev, S.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), g.as<float>(), b.as<float>(), T, Hk, Hv,
+                 D, D, o.as<float>());
+    else
+      gdn_prefill(dev, S.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), g.as<float>(), b.as<float>(), T, Hk, Hv,
+                  D, D, o.as<float>());
+  });
+  const double flops = 6.0 * Hv * D * D * T;  // mul + 3 fma a state element a token
+  const double bytes = 2.0 * Hv * D * D * 4 + T * (2.0 * Hk * D + 2.0 * Hv * D + 2.0 * Hv) * 4;
+  // prediction: issue-bound SIMT, ~95 warp instructions a token per 4 rows of S, 4 issues/clk/SM at 1.98 GHz
+  const double pred = (Hv * D / 4.0) * 95.0 * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
+  add_bench(std::string(decode_kernel ? "gdn_decode (existing) " : "gdn_prefill ") + "Hk=" + std::to_string(Hk) +
+                " Hv=" + std::to_string(Hv) + " T=" + std::to_string(T),
+            bytes, flops, decode_kernel ? 0 : pred, t);
+  return t.median_us;
+}
+
+double bench_attention(CudaDevice& dev, int64_t nh, int64_t nkv, int64_t T, KvType kv) {
+  const int64_t hd = 256;
+  const size_t es = kv == KvType::BF16 ? 2 : 4;
+  DeviceBuffer q = dev.alloc(T * nh * hd * 4, "q"), k = dev.alloc(T * nkv * hd * es, "k"), v = dev.alloc(T * nkv * hd * es, "v"),
+               o = dev.alloc(T * nh * hd * 4, "o");
+  fill_f32(dev, q.get(), T * nh * hd, 1, -1.0f, 1.0f);
+  if (kv == KvType::BF16) {
+    fill_bf16_kernel<<<1024, 256, 0, dev.stream()>>>(k.as<uint16_t>(), T * nkv * hd, 2, -1.0f, 2.0f);
+    fill_bf16_kernel<<<1024, 256, 0, dev.stream()>>>(v.as<uint16_t>(), T * nkv * hd, 3, -1.0f, 2.0f);
+  } else {
+    fill_f32(dev, k.get(), T * nkv * hd, 2, -1.0f, 1.0f);
+    fill_f32(dev, v.get(), T * nkv * hd, 3, -1.0f, 1.0f);
+  }
+  const Timing t = time_launches(dev, 2, 10, [&](int) {
+    attention_prefill(dev, q.as<float>(), k.get(), v.get(), kv, T, 0, nh, nkv, hd, 1.0f / 16.0f, o.as<float>());
+  });
+  const double flops = 4.0 * nh * hd * (T * (T + 1) / 2.0);
+  const double bytes = T * nh * hd * 8.0 + 2.0 * T * nkv * hd * es;
+  const double pred = flops / (67e12 * 0.5) * 1e6;  // half the fp32 FMA rate
+  add_bench("attention_prefill nh=" + std::to_string(nh) + " nkv=" + std::to_string(nkv) + " T=" + std::to_string(T) +
+                (kv == KvType::BF16 ? " bf16" : " f32"),
+            bytes, flops, pred, t);
+  return t.median_us;
+}
+
+void bench_all(CudaDevice& dev) {
+  {
+    const size_t bytes = size_t{1} << 30;
+    DeviceBuffer a = dev.alloc(bytes, "copy src"), b = dev.alloc(bytes, "copy dst");
+    fill_u32_kernel<<<1024, 256, 0, dev.stream()>>>(a.as<uint32_t>(), bytes / 4, 1);
+    const Timing t = time_launches(dev, 3, 20, [&](int) {
+      MERE_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, dev.stream()));
+    });
+    g_copy_gbs = 2.0 * bytes / (t.median_us * 1e-6) / 1e9;
+    add_bench("d2d copy 1 GiB (read+write)", 2.0 * bytes, 0, 0, t);
+  }
+  const int64_t T = 512;
+  // ---- 27B geometry (64 layers: 48 GatedDeltaNet, 16 full attention), hidden 5120
+  const double p_x = bench_prepare(dev, T, 5120);
+  const double g_qkv = bench_qgemm(dev, "27B in_proj_qkv", 10240, 5120, 4, T);
+  const double g_z = bench_qgemm(dev, "27B in_proj_z", 6144, 5120, 4, T);
+  const double g_ba = bench_qgemm(dev, "27B in_proj_b+a", 96, 5120, 4, T);
+  const double g_out = bench_qgemm(dev, "27B out_proj/o_proj", 5120, 6144, 4, T);
+  const double g_q = bench_qgemm(dev, "27B q_proj(+gate)", 12288, 5120, 4, T);
+  const double g_kv = bench_qgemm(dev, "27B k_proj/v_proj", 1024, 5120, 4, T);
+  const double g_gate = bench_qgemm(dev, "27B gate/up", 17408, 5120, 4, T);
+  bench_qgemm(dev, "27B gate+up fused", 34816, 5120, 4, T);
+  const double g_down = bench_qgemm(dev, "27B down", 5120, 17408, 4, T);
+  bench_qgemm(dev, "27B down no split", 5120, 17408, 4, T, 1);
+  bench_qgemm(dev, "27B gate/up bm64", 17408, 5120, 4, T, 0, 64);
+  bench_qgemm(dev, "27B gate/up", 17408, 5120, 4, T, 0, 0, 1);
+  bench_qgemm(dev, "27B down", 5120, 17408, 4, T, 0, 0, 1);
+  bench_qgemm(dev, "27B down split4", 5120, 17408, 4, T, 4);
+  bench_qgemm(dev, "27B gate/up 8-bit", 17408, 5120, 8, T);
+  bench_qgemm(dev, "27B gate/up T=64", 17408, 5120, 4, 64);
+  bench_qgemm(dev, "27B gate/up T=2048", 17408, 5120, 4, 2048);
+  const double p_down = bench_prepare(dev, T, 17408);
+  const double gdn27 = bench_gdn(dev, 16, 48, T, false);
+  bench_gdn(dev, 16, 48, T, true);
+  const double att27 = bench_attention(dev, 24, 4, T, KvType::BF16);
+  bench_attention(dev, 24, 4, T, KvType::F32);
+  const double mlp27 = 2 * g_gate + g_down + p_x + p_down;
+  const double gdn_layer27 = g_qkv + g_z + g_ba + g_out + 2 * p_x + gdn27 + mlp27;
+  const double att_layer27 = g_q + 2 * g_kv + g_out + 2 * p_x + att27 + mlp27;
+  const double total27 = 48 * gdn_layer27 + 16 * att_layer27;
+  // ---- 35B-A3B geometry (40 layers: 30 GatedDeltaNet, 10 attention), hidden 2048, 256 experts top-8
+  const double p_x35 = bench_prepare(dev, T, 2048);
+  const double h_qkv = bench_qgemm(dev, "35B in_proj_qkv", 8192, 2048, 4, T);
+  const double h_z = bench_qgemm(dev, "35B in_proj_z", 4096, 2048, 4, T);
+  const double h_ba = bench_qgemm(dev, "35B in_proj_b+a", 64, 2048, 4, T);
+  const double h_out = bench_qgemm(dev, "35B out_proj/o_proj", 2048, 4096, 4, T);
+  const double h_q = bench_qgemm(dev, "35B q_proj(+gate)", 8192, 2048, 4, T);
+  const double h_kv = bench_qgemm(dev, "35B k_proj/v_proj", 512, 2048, 4, T);
+  const double h_router = bench_qgemm(dev, "35B router (as 8-bit)", 256, 2048, 8, T);
+  const double h_sgu = bench_qgemm(dev, "35B shared expert gate+up", 1024, 2048, 4, T);
+  const double h_sdn = bench_qgemm(dev, "35B shared expert down", 2048, 512, 4, T);
+  const MoeTimes mt = bench_moe(dev, 256, 512, 2048, T, 8);
+  const double gdn35 = bench_gdn(dev, 16, 32, T, false);
+  const double att35 = bench_attention(dev, 16, 2, T, KvType::BF16);
+  const double moe35 = h_router + h_sgu + h_sdn + 2 * p_x35 + mt.sort + mt.gather + mt.gate_up + mt.prep_down + mt.down +
+                       mt.combine;
+  const double gdn_layer35 = h_qkv + h_z + h_ba + h_out + 2 * p_x35 + gdn35 + moe35;
+  const double att_layer35 = h_q + 2 * h_kv + h_out + 2 * p_x35 + att35 + moe35;
+  const double total35 = 30 * gdn_layer35 + 10 * att_layer35;
+  std::printf("\n27B  T=512: gdn layer %.1f us, attention layer %.1f us (mlp %.1f, gdn %.1f, attn %.1f) -> %.2f ms, %.0f tok/s "
+              "(matmul+gdn+attention kernels only)\n",
+              gdn_layer27, att_layer27, mlp27, gdn27, att27, total27 / 1e3, T / (total27 * 1e-6));
+  std::printf("35B  T=512: gdn layer %.1f us, attention layer %.1f us (moe %.1f: gate_up %.1f down %.1f sort %.1f, gdn %.1f, "
+              "attn %.1f) -> %.2f ms, %.0f tok/s (same scope)\n",
+              gdn_layer35, att_layer35, moe35, mt.gate_up, mt.down, mt.sort, gdn35, att35, total35 / 1e3,
+              T / (total35 * 1e-6));
+  std::ostringstream o;
+  o << "{\"name\":\"model estimate\",\"T\":512,\"q27_ms\":" << jnum(total27 / 1e3) << ",\"q27_tok_s\":"
+    << jnum(T / (total27 * 1e-6)) << ",\"q27_gdn_layer_us\":" << jnum(gdn_layer27) << ",\"q27_attn_layer_us\":"
+    << jnum(att_layer27) << ",\"q35_ms\":" << jnum(total35 / 1e3) << ",\"q35_tok_s\":" << jnum(T / (total35 * 1e-6))
+    << ",\"q35_gdn_layer_us\":" << jnum(gdn_layer35) << ",\"q35_attn_layer_us\":" << jnum(att_layer35)
+    << ",\"scope\":\"sum of measured matmul, prepare, MoE, GDN and attention kernels; norms, conv, rope, gates not included\"}";
+  g_report.bench.push_back(o.str());
+}
+
+void write_json(const std::string& path, double seconds) {
+  std::ofstream f(path);
+  f << "{\n\"device\": \"" << g_report.device << "\",\n\"copy_gbs\": " << jnum(g_copy_gbs)
+    << ",\n\"checks_passed\": " << g_report.passes << ",\n\"checks_failed\": " << g_report.failures
+    << ",\n\"seconds\": " << jnum(seconds) << ",\n\"checks\": [\n";
+  for (size_t i = 0; i < g_report.checks.size(); ++i)
+    f << "  " << g_report.checks[i] << (i + 1 < g_report.checks.size() ? ",\n" : "\n");
+  f << "],\n\"bench\": [\n";
+  for (size_t i = 0; i < g_report.bench.size(); ++i)
+    f << "  " << g_report.bench[i] << (i + 1 < g_report.bench.size() ? ",\n" : "\n");
+  f << "]\n}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, bench = true, only_bench = false;
+  std::string json;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true, bench = false;
+    else if (a == "--no-bench") bench = false;
+    else if (a == "--bench-only") only_bench = true;
+    else if (a == "--json" && i + 1 < argc) json = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--bench-only] [--json PATH]\n", argv[0]);
+      return 2;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (CudaDevice::device_count() == 0) {
+      std::fprintf(stderr, "[mere_prefill_check] no CUDA device: expected at least 1, got 0\n");
+      return 3;
+    }
+    CudaDevice dev(0);
+    g_report.device = dev.describe();
+    std::printf("%s\n", g_report.device.c_str());
+    auto phase = [&](const char* name, const std::function<void()>& f) {
+      const auto a = std::chrono::steady_clock::now();
+      const int before = g_report.failures;
+      try {
+        f();
+        dev.synchronize(name);
+      } catch (const std::exception& e) {
+        std::printf("FAIL [%s] threw: %s\n", name, e.what());
+        ++g_report.failures;
+      }
+      std::printf("[%s] done in %.1f s, %d new failures\n", name,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count(), g_report.failures - before);
+      std::fflush(stdout);
+    };
+    if (!only_bench) {
+      phase("qgemm", [&] { check_qgemm(dev, quick); });
+      phase("moe", [&] {
+        check_moe(dev, 8, 64, 128, 17, 2, 4, 4001, 1);
+        check_moe(dev, 64, 1024, 2048, 512, 8, 4, 4002, 1);
+        if (!quick) {
+          check_moe(dev, 256, 1024, 2048, 512, 8, 4, 4003, 8);  // 35B gate_up
+          check_moe(dev, 256, 2048, 512, 512, 8, 4, 4004, 8);   // 35B down
+          check_moe(dev, 32, 384, 640, 100, 4, 8, 4005, 1);
+        }
+      });
+      phase("gdn_prefill", [&] { check_gdn_prefill(dev, quick); });
+      phase("attention_prefill", [&] { check_attention_prefill(dev, quick); });
+    }
+    if (bench) phase("bench", [&] { bench_all(dev); });
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    ++g_report.failures;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!json.empty()) write_json(json, secs);
+  std::printf("checks: %d passed, %d failed (%.1f s)\n", g_report.passes, g_report.failures, secs);
+  return g_report.failures == 0 ? 0 : 1;
+}
