@@ -774,12 +774,15 @@ def _fmt_range(xs, scale=1.0, digits=1):
 
 
 def load_receipts(folder):
+    """Every receipt under folder, subfolders included (one per model or order control), in path order."""
     receipts = []
-    for name in sorted(os.listdir(folder)):
-        if not name.endswith(".json"):
-            continue
+    paths = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        paths += [os.path.join(root, name) for name in sorted(files) if name.endswith(".json")]
+    for path in paths:
         try:
-            with open(os.path.join(folder, name), "r", encoding="utf-8") as f:
+            with open(path, "r", encoding="utf-8") as f:
                 doc = json.load(f)
         except (OSError, ValueError):
             continue
@@ -836,7 +839,11 @@ def summarize(receipts):
         contended_any = False
         for doc, sc in rows:
             vmap = {v["variant"]: v for v in sc.get("variants", [])}
-            cells = [sc.get("name", "?")]
+            run_order = [v["variant"] for v in sc.get("variants", [])]
+            # an order control (baseline not first) is labelled with the order it ran in
+            label = sc.get("name", "?") if not run_order or run_order[0] == "baseline" \
+                else f"{sc.get('name', '?')} (order {' → '.join(run_order)})"
+            cells = [label]
             cells += [_fmt_range(_variant_values(vmap[v], "decodeTokensPerSecond")) if v in vmap else "–" for v in variants]
             cells += [_fmt_range(_variant_values(vmap[v], "endToEndTokensPerSecond")) if v in vmap else "–" for v in variants]
             cells += [_fmt_range(_variant_values(vmap[v], "ttftSeconds"), scale=1e3) if v in vmap else "–" for v in variants]

@@ -537,6 +537,21 @@ class SummarizeTest(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertEqual(out.getvalue(), self.summary())
 
+    def test_subfolders_and_order_controls(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "m", "reversed"))
+            with open(os.path.join(FIXTURES, "code.json"), encoding="utf-8") as f:
+                doc = json.load(f)
+            with open(os.path.join(d, "m", "code.json"), "w", encoding="utf-8") as f:
+                json.dump(doc, f)
+            doc["scenarios"][0]["variants"].reverse()  # the order control: adaptive ran first
+            with open(os.path.join(d, "m", "reversed", "code.json"), "w", encoding="utf-8") as f:
+                json.dump(doc, f)
+            lines = bc.summarize(bc.load_receipts(d)).splitlines()
+            self.assertEqual(len([l for l in lines if l.startswith("| code | 12.1")]), 1)
+            reversed_row = next(l for l in lines if l.startswith("| code (order adaptive → baseline) |"))
+            self.assertIn("2.38×", reversed_row)
+
     def test_empty_folder(self):
         with tempfile.TemporaryDirectory() as d:
             self.assertIn("No receipts", bc.summarize(bc.load_receipts(d)))

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 8's H200 receipts run (docs/benchmark.md): the bundled models and the synthetic Qwen3.5-27B
+# and 35B-A3B geometries (4-bit g64, random weights), five workloads x 3 repetitions x 256 tokens,
+# baseline,adaptive, plus reversed-order controls for code and prose; and (issue 7) the oracle-fed
+# verification benchmark at the 27B geometry. Runs on the GPU machine from the repo root with the
+# CUDA build of mere.run carried in $B (default build/engine-carry).
+# Usage: REV=<git sha> bash tools/bench/h200_receipts.sh [models...]   (default: all four)
+# Writes $OUT/receipts.tar.gz (bench/receipts/h200-<stamp>/...), $OUT/summary.md, $OUT/*.log/json.
+set -uo pipefail
+OUT=${OUT:-/tmp/mere-receipts-out}
+B=${B:-build/engine-carry}
+REV=${REV:-unknown}
+STAMP=${STAMP:-$(date -u +%Y%m%d)}
+WARMUP_TOKENS=${WARMUP_TOKENS:-64}
+R=/tmp/receipts/h200-$STAMP
+mkdir -p "$OUT" "$R"
+models=("$@")
+[ ${#models[@]} -eq 0 ] && models=(qwen35-dense-tiny qwen35-moe-tiny synth-27b synth-35b-a3b)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
+collect() {  # name dir outdir [collector flags...]
+  local name=$1 dir=$2 out=$3
+  shift 3
+  python3 scripts/benchmark-q35-generation.py --binary "$B/mere.run" --source-root . --build-source-revision "$REV" \
+    --model "$dir" --output "$out" --backend cuda --tokens 256 --repetitions 3 --warmups 1 \
+    --warmup-tokens "$WARMUP_TOKENS" "$@"
+  echo "[receipts] $name $(basename "$out"): exit $?"
+}
+for m in "${models[@]}"; do
+  t0=$SECONDS
+  case $m in
+    synth-27b) dir=/tmp/synth-27b; geo=qwen3.5-27b ;;
+    synth-35b-a3b) dir=/tmp/synth-35b-a3b; geo=qwen3.5-35b-a3b ;;
+    *) dir=$m; geo= ;;
+  esac
+  if [ -n "$geo" ] && [ ! -d "$dir" ]; then
+    "$B/mere.run" model synth --geometry "$geo" --bits 4 --group-size 64 --out "$dir" --quiet || { echo "synth $geo failed"; continue; }
+    echo "[receipts] synth $geo: $((SECONDS - t0)) s"
+  fi
+  collect "$m" "$dir" "$R/$m" --workloads code chat prose math summary --variants baseline,adaptive
+  collect "$m" "$dir" "$R/$m-reversed" --workloads code prose --variants adaptive,baseline
+  if [ "$m" = synth-27b ]; then
+    "$B/mere.run" model verify-bench --model "$dir" --backend cuda --widths 1,4,8,9 --prompt-tokens 512 --passes 16 \
+      --reps 5 --json --quiet >"$OUT/verify-bench-27b.json" 2>"$OUT/verify-bench-27b.err"
+    echo "[receipts] verify-bench 27b: exit $?"
+  fi
+  echo "[receipts] $m done in $((SECONDS - t0)) s"
+  [ -n "$geo" ] && rm -rf "$dir"
+done
+python3 scripts/benchmark-q35-generation.py summarize "$R" >"$OUT/summary.md" 2>&1
+cat "$OUT/summary.md"
+tar -C /tmp/receipts -czf "$OUT/receipts.tar.gz" "h200-$STAMP"
