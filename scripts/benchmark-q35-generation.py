@@ -37,6 +37,7 @@ POLL_SECONDS = 2.0
 QUIET_GPU_UTILIZATION_PERCENT = 10.0     # quiet window: every GPU at or below this before launch
 QUIET_CPU_BUSY_PERCENT = 50.0            # quiet window: whole-machine CPU busy share (1 s sample) at or below this
 CPU_SAMPLE_SECONDS = 1.0
+FOREIGN_CPU_PERCENT = 15.0               # during the run: other processes' share of all CPUs above this = contended
 PSI_SOME_ELEVATED = 10.0                 # /proc/pressure/memory "some" avg10 (%) that counts as elevated
 PSI_FULL_ELEVATED = 1.0                  # "full" avg10 (%) that counts as elevated
 PSI_FULL_CRITICAL = 10.0                 # "full" avg10 (%) that is a critical stall
@@ -195,6 +196,16 @@ def parse_proc_stat_cpu(text):
     return None
 
 
+def foreign_cpu_percent(before, after, jiffies_per_second, child_cpu_seconds):
+    """Share (%) of all CPUs' time over a run that processes other than the benchmark kept busy:
+    (busy jiffies gained - the child's CPU time) / total jiffies gained. None where unreadable."""
+    if not before or not after or after[1] <= before[1] or not jiffies_per_second:
+        return None
+    busy = (after[0] - before[0]) / jiffies_per_second
+    total = (after[1] - before[1]) / jiffies_per_second
+    return round(max(0.0, 100.0 * (busy - max(0.0, child_cpu_seconds)) / total), 1)
+
+
 def parse_proc_status_memory(text):
     out = {}
     for line in (text or "").splitlines():
@@ -243,6 +254,22 @@ class SystemProbes:
         if not a or not b or b[1] <= a[1]:
             return None
         return round(100.0 * (b[0] - a[0]) / (b[1] - a[1]), 1)
+
+    def cpu_jiffies(self):
+        """(busy, total) jiffies of all CPUs since boot (/proc/stat), or None where unreadable."""
+        return parse_proc_stat_cpu(_read_text("/proc/stat"))
+
+    def jiffies_per_second(self):
+        try:
+            return os.sysconf("SC_CLK_TCK")
+        except (ValueError, OSError):
+            return 100
+
+    def children_cpu_seconds(self):
+        """User + system CPU seconds of this process's waited-for children (getrusage RUSAGE_CHILDREN)."""
+        import resource
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
 
     def processes(self):
         """[(pid, ppid, argv)] for every process whose command line is readable."""
@@ -582,6 +609,8 @@ class Collector:
         self.log(f"[collector] {workload}: launching ({mode})")
         started_unix = self.clock.time()
         t0 = self.clock.monotonic()
+        # CPU time of everything but the benchmark: all CPUs' busy time minus the child's own
+        cpu_before, children_before = self.probes.cpu_jiffies(), self.probes.children_cpu_seconds()
         child = self.launcher.launch(argv, env, stdout_path, stderr_path)
         swap_baseline = before["swapUsedBytes"]
         samples, peak_rss, max_pressure = [], 0, before["pressureLevel"]
@@ -616,6 +645,8 @@ class Collector:
                 self._terminate(child)
             raise
         process_seconds = self.clock.monotonic() - t0
+        foreign_cpu = foreign_cpu_percent(cpu_before, self.probes.cpu_jiffies(), self.probes.jiffies_per_second(),
+                                          self.probes.children_cpu_seconds() - children_before)
         stderr_text = _read_text(stderr_path) or ""
         if rc != 0:
             saved = self._save_log(workload, stderr_path)
@@ -641,6 +672,9 @@ class Collector:
             contention.append(f"during the run: up to {competing_max} other mere.run inference process(es)")
         if max_pressure != "normal":
             contention.append(f"during the run: memory pressure reached {max_pressure}")
+        if foreign_cpu is not None and foreign_cpu > FOREIGN_CPU_PERCENT:
+            contention.append(f"during the run: other processes kept {foreign_cpu:g}% of the CPUs busy "
+                              f"(> {FOREIGN_CPU_PERCENT:g}%)")
         uncontended = mode == "quiet-window" and not contention
         parity_values = [s.get("greedyOutputParity") for s in scenarios]
         parity = None if all(p is None for p in parity_values) else all(p is not False for p in parity_values)
@@ -666,6 +700,7 @@ class Collector:
             "after": after,
             "maxPressureLevel": max_pressure,
             "gpuSamples": samples,
+            "foreignCpuPercent": foreign_cpu,
             "competingProcessesBefore": len(before["competingProcesses"]),
             "competingProcessesMaxDuring": competing_max,
             "competingProcessesSeen": [{"pid": p, "command": c} for p, c in sorted(competing_seen.items())],

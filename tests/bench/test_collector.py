@@ -96,6 +96,26 @@ class FakeProbes:
     def cpu_busy_percent(self):
         return self.cpu_busy
 
+    # CPU accounting over a run: the machine's busy jiffies grow by foreign_cpu_seconds more than
+    # the child's own CPU time (child_cpu_seconds); 4 CPUs, 100 jiffies a second, 10 s per run.
+    foreign_cpu_seconds = 0.5
+    child_cpu_seconds = 20.0
+
+    def cpu_jiffies(self):
+        n = getattr(self, "_jiffy_calls", 0)
+        self._jiffy_calls = n + 1
+        if n % 2 == 0:
+            return (1000, 10000)
+        return (1000 + int(100 * (self.child_cpu_seconds + self.foreign_cpu_seconds)), 10000 + 100 * 4 * 10)
+
+    def jiffies_per_second(self):
+        return 100
+
+    def children_cpu_seconds(self):
+        n = getattr(self, "_rusage_calls", 0)
+        self._rusage_calls = n + 1
+        return 3.0 + (self.child_cpu_seconds if n % 2 else 0.0)
+
     def processes(self):
         self.calls["procs"] += 1
         return list(self._next(self.procs, self.calls["procs"] - 1))
@@ -366,6 +386,24 @@ class MonitoringTest(CollectorTestCase):
         self.assertEqual(r["competingProcessesMaxDuring"], 1)
         self.assertEqual(r["competingProcessesSeen"][0]["pid"], 99)
         self.assertTrue(any("exclude them from conclusions" in m for m in self.messages))
+
+    def test_foreign_cpu_during_run_is_contention(self):
+        self.probes.foreign_cpu_seconds = 16.0  # 40% of 4 CPUs x 10 s
+        self.assertEqual(self.run_collector(), bc.EXIT_CONTENDED)
+        r = self.receipt()["receipt"]
+        self.assertEqual(r["foreignCpuPercent"], 40.0)
+        self.assertFalse(r["uncontended"])
+        self.assertTrue(any("other processes kept 40% of the CPUs busy" in c for c in r["contentionReasons"]))
+
+    def test_quiet_run_records_small_foreign_cpu(self):
+        self.assertEqual(self.run_collector(), 0)
+        self.assertEqual(self.receipt()["receipt"]["foreignCpuPercent"], 1.2)
+
+    def test_foreign_cpu_percent(self):
+        self.assertEqual(bc.foreign_cpu_percent((0, 0), (300, 400), 100, 1.0), 50.0)
+        self.assertEqual(bc.foreign_cpu_percent((0, 0), (100, 400), 100, 5.0), 0.0)  # never negative
+        self.assertIsNone(bc.foreign_cpu_percent(None, (1, 2), 100, 0.0))
+        self.assertIsNone(bc.foreign_cpu_percent((5, 10), (5, 10), 100, 0.0))
 
     def test_elevated_pressure_during_run_is_contention(self):
         self.probes.psi = [QUIET_PSI, {"some": {"avg10": 30.0}, "full": {"avg10": 2.0}}]
