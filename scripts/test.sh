@@ -15,8 +15,8 @@ scripts/fuzz.sh
 # The CUDA backend compiles wherever nvcc is installed (its checks run on the GPU machine:
 # tools/cuda/device_run.sh).
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || [ -n "${CUDACXX:-}" ]; then
-  echo "[test] compiling the CUDA backend and its check tool"
-  scripts/build-cuda.sh mere_cuda_check
+  echo "[test] compiling the CUDA backend: mere.run with the CUDA engine and the GPU check tools"
+  scripts/build-cuda.sh mere.run mere_engine_check mere_cuda_check mere_prefill_check
 else
   echo "[test] no nvcc on this machine: the CUDA backend was not compiled"
 fi

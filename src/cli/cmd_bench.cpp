@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/thread_pool.h"
+#include "model/device_engine.h"
 #include "model/qwen35.h"
 
 namespace mere::cli {
@@ -173,6 +174,7 @@ int run_bench(const Args& a) {
   const ModelConfig& c = model->config();
   const int64_t V = c.vocab_size;
   const double wbytes = weight_bytes_per_token(*model);
+  DeviceEngine* engine = model->device_engine();  // --backend cuda: the device runs the forward
   const double ckpt = static_cast<double>(model->store().total_bytes());
   if (!json)
     std::fprintf(stderr, "[bench] %s: %s, %.3f GB weights read per token, loaded in %.2f s\n", dir.c_str(),
@@ -208,6 +210,12 @@ int run_bench(const Args& a) {
       reset_peak_rss();
       t0 = Clock::now();
       for (int64_t g = 0; g < G; ++g) {
+        if (engine) {  // greedy on the device: only the token id comes back
+          ForwardOptions o;
+          o.argmax = &tok;
+          model->forward(&tok, 1, mem, nullptr, nullptr, LogitsMode::None, o);
+          continue;
+        }
         model->forward(&tok, 1, mem, nullptr, logits.data(), LogitsMode::Last);
         tok = argmax(logits);
       }
@@ -240,7 +248,9 @@ int run_bench(const Args& a) {
   }
   // peak RSS before the copy benchmark's buffers; the copy bandwidth after the model runs
   const double peak = std::max(peak_all, rss_bytes("VmHWM:"));
-  const double copy_gbs = copy_bandwidth_gbs(default_threads(), size_t{256} << 20, 3);
+  // CUDA: the device's own copy bandwidth, measured after the model ran in this process
+  const double copy_gbs =
+      engine ? engine->copy_bandwidth_gbs() : copy_bandwidth_gbs(default_threads(), size_t{256} << 20, 3);
   for (auto& r : runs.as_array()) {
     const double gbs = r.at("decode_weight_gb_s").at("median").as_number();
     r["decode_pct_of_copy_bw"] = 100.0 * gbs / copy_gbs;
@@ -277,6 +287,10 @@ int run_bench(const Args& a) {
   hw["cpus_online"] = static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN));
   hw["physical_cores"] = physical_core_count();
   hw["copy_bandwidth_gb_s"] = copy_gbs;
+  if (engine) {
+    hw["device"] = engine->describe();
+    hw["copy_bandwidth_kind"] = "device-to-device copy, bytes read + written, 1 GiB buffers";
+  }
   hw["loadavg_before"] = load_before;
   hw["loadavg_after"] = loadavg1();
   doc["machine"] = std::move(hw);
@@ -320,7 +334,7 @@ MERE_COMMAND(Command{
         {"depths", "LIST", "context depths before the prompt, comma-separated", "0"},
         {"reps", "N", "measured repetitions (after one warm-up)", "5"},
         {"threads", "N", "CPU worker threads (0: physical cores)", "0"},
-        {"backend", "NAME", "compute backend: ref or cpu", "cpu"},
+        {"backend", "NAME", "compute backend: ref, cpu or cuda (cuda:N)", "cpu"},
         {"json", "", "print one JSON document on stdout", ""},
     },
     run_bench,

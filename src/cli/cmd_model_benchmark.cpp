@@ -230,7 +230,7 @@ Command make() {
        {"block-size", "N", "MTP block size B for adaptive/forced (overrides MERERUN_Q35_MTP_BLOCK_SIZE)", ""},
        {"cost-ratio", "X", "MTP draft-cost ratio c for adaptive/forced (overrides MERERUN_Q35_MTP_HEAD_COST_RATIO)", ""},
        {"profile", "", "synchronised MTP phase timings (changes scheduling: not for throughput)", ""},
-       {"backend", "NAME", "compute backend (ref, cpu)", "cpu"},
+       {"backend", "NAME", "compute backend (ref, cpu, cuda)", "cpu"},
        {"threads", "N", "CPU worker threads (0: the physical cores)", "0"},
        {"json", "", "print the JSON document (the default)", ""},
        {"no-json", "", "print a human-readable table instead of JSON", ""},

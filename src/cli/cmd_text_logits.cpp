@@ -35,7 +35,7 @@ std::vector<int32_t> parse_ids(const std::string& s, int64_t vocab) {
 }
 
 int run_text_logits(const Args& a) {
-  auto model = Qwen35Model::load(a.require("model"));
+  auto model = Qwen35Model::load(a.require("model"), a.get("backend", "cpu"));
   const auto& c = model->config();
   std::vector<int32_t> ids = parse_ids(a.require("token-ids"), c.vocab_size);
   const std::string out = a.require("output");
@@ -57,7 +57,8 @@ MERE_COMMAND(Command{"text logits", "one forward pass over token ids; writes flo
                      {{"model", "DIR", "model directory", ""},
                       {"token-ids", "LIST", "comma-separated token ids, e.g. 1,2,3", ""},
                       {"output", "FILE", "output .npy path", ""},
-                      {"gdn", "MODE", "GatedDeltaNet algorithm: auto, recurrent or chunked", "auto"}},
+                      {"gdn", "MODE", "GatedDeltaNet algorithm: auto, recurrent or chunked", "auto"},
+                      {"backend", "NAME", "compute backend: cpu, ref or cuda (cuda:N)", "cpu"}},
                      run_text_logits});
 
 }  // namespace

@@ -23,7 +23,7 @@ std::vector<Flag> sampling_flags() {
       {"no-mtp", "", "disable MTP speculation", ""},
       {"mtp-block-size", "B", "verification block size (1 + up to B-1 drafts)", "8 dense 27B, 4 otherwise"},
       {"mtp-depth", "D", "always draft D tokens instead of the adaptive depth", ""},
-      {"backend", "NAME", "compute backend: cpu or ref", "cpu"},
+      {"backend", "NAME", "compute backend: cpu, ref or cuda (cuda:N)", "cpu"},
   };
 }
 

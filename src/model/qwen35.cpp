@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/device_engine.h"
 #include "ops/ops.h"
 
 namespace mere {
@@ -17,9 +18,29 @@ namespace {
 inline size_t sz(int64_t n) { return static_cast<size_t>(n); }
 }  // namespace
 
+Qwen35Model::~Qwen35Model() = default;
+
+namespace {
+// "cuda" -> 0, "cuda:N" -> N, anything else -> -1
+int cuda_ordinal(const std::string& backend) {
+  if (backend == "cuda") return 0;
+  if (backend.rfind("cuda:", 0) != 0) return -1;
+  const std::string n = backend.substr(5);
+  MERE_CHECK(!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos, "backend",
+             "bad device in \"", backend, "\": expected cuda or cuda:N");
+  return std::stoi(n);
+}
+}  // namespace
+
+SequenceMemory Qwen35Model::new_memory() const {
+  if (engine_) return SequenceMemory(cfg_, has_mtp(), engine_->new_state());
+  return SequenceMemory(cfg_, has_mtp());
+}
+
 std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::string& model_dir, const std::string& backend) {
   std::unique_ptr<Qwen35Model> m(new Qwen35Model());
-  m->backend_ = make_backend(backend);
+  const int ordinal = cuda_ordinal(backend);
+  m->backend_ = make_backend(ordinal >= 0 ? "cuda" : backend);  // fails clearly without CUDA built in
   m->dir_ = model_dir;
   m->cfg_ = load_model_config(model_dir);
   m->store_ = std::make_unique<TensorStore>(model_dir);
@@ -47,6 +68,9 @@ std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::string& model_dir, con
     m->backend_->prepare(m->w_.mtp.fc);
     prep_layer(m->w_.mtp.layer);
   }
+#ifdef MERE_HAVE_CUDA
+  if (ordinal >= 0) m->engine_ = make_cuda_engine(m->cfg_, m->w_, ordinal);
+#endif
   return m;
 }
 
@@ -56,6 +80,20 @@ void Qwen35Model::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, fl
   const int64_t H = cfg_.hidden_size;
   MERE_CHECK(mem.length() + T <= cfg_.max_position_embeddings, "forward", "sequence of ", mem.length() + T,
              " tokens exceeds the context length ", cfg_.max_position_embeddings);
+  if (engine_) {
+    MERE_CHECK(mem.device() != nullptr, "forward", "a host SequenceMemory was passed to a device model");
+    for (int64_t t = 0; t < T; ++t)
+      MERE_CHECK(ids[t] >= 0 && ids[t] < cfg_.vocab_size, "embed", "token id ", ids[t],
+                 " out of range: vocabulary has ", cfg_.vocab_size, " entries");
+    engine_->forward(ids, T, mem, hidden, logits, mode, opt);
+    return;
+  }
+  vector<float> argmax_row;
+  if (opt.argmax && (!logits || mode == LogitsMode::None)) {
+    argmax_row.resize(sz(cfg_.vocab_size));
+    logits = argmax_row.data();
+    mode = LogitsMode::Last;
+  }
   vector<float> x(sz(T * H));
   backend_->embed(w_.embed, ids, T, x.data());
   const int64_t pos0 = mem.length();
@@ -73,11 +111,23 @@ void Qwen35Model::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, fl
   if (hidden) std::copy(h.begin(), h.end(), hidden);
   if (logits && mode == LogitsMode::All) backend_->linear(w_.lm_head, h.data(), T, logits);
   if (logits && mode == LogitsMode::Last) backend_->linear(w_.lm_head, h.data() + (T - 1) * H, 1, logits);
+  if (opt.argmax) {
+    const float* last = logits + (mode == LogitsMode::All ? (T - 1) * cfg_.vocab_size : 0);
+    *opt.argmax = static_cast<int32_t>(std::max_element(last, last + cfg_.vocab_size) - last);
+  }
 }
 
 void Qwen35Model::mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem,
                               float* mtp_hidden, float* logits, LogitsMode mode) const {
   MERE_CHECK(w_.mtp.present, "mtp", "this checkpoint has no MTP weights (mtp.*)");
+  if (engine_) {
+    MERE_CHECK(mem.device() != nullptr, "mtp", "a host SequenceMemory was passed to a device model");
+    for (int64_t t = 0; t < T; ++t)
+      MERE_CHECK(ids[t] >= 0 && ids[t] < cfg_.vocab_size, "embed", "token id ", ids[t],
+                 " out of range: vocabulary has ", cfg_.vocab_size, " entries");
+    engine_->mtp_forward(hidden, ids, T, mem, mtp_hidden, logits, mode);
+    return;
+  }
   const int64_t H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const MtpWeights& m = w_.mtp;
@@ -101,6 +151,10 @@ void Qwen35Model::mtp_forward(const float* hidden, const int32_t* ids, int64_t T
 void Qwen35Model::replay_gdn(const GdnTrace& trace, int64_t n, SequenceMemory& mem) const {
   MERE_CHECK(n >= 0 && n <= trace.rows, "replay", "cannot replay ", n, " of ", trace.rows, " traced rows");
   if (n == 0) return;
+  if (engine_) {
+    engine_->replay_gdn(n, mem);
+    return;
+  }
   const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel;
   const int64_t Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim, Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
   vector<float> scratch(sz(std::max(C, n * Hv * Dv)));

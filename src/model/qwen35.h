@@ -15,6 +15,7 @@
 namespace mere {
 
 enum class LogitsMode { None, Last, All };
+class DeviceEngine;
 
 // Per-row inputs of every GatedDeltaNet layer during a (verification) pass, so the recurrent and
 // conv state of an accepted prefix can be rebuilt by replaying those rows with the same kernel
@@ -35,14 +36,19 @@ struct ForwardOptions {
   // verification widths, so a width-k pass equals k single steps bitwise), chunked above.
   enum class Gdn { Auto, Recurrent, Chunked } gdn = Gdn::Auto;
   GdnTrace* trace = nullptr;  // when set, GatedDeltaNet inputs are recorded (recurrent mode only)
+  // When set: the id of the largest logit of the last row (lowest id on ties) is written here, so a
+  // device backend need return only the id (logits may then be null).
+  int32_t* argmax = nullptr;
   static constexpr int64_t kMaxRecurrentRows = 16;
   static constexpr int64_t kChunk = 64;
 };
 
 class Qwen35Model {
  public:
-  // backend: "ref" (the CPU reference) or "cpu" (the fastest CPU backend built in).
+  // backend: "ref" (the CPU reference), "cpu" (the fastest CPU backend built in) or "cuda" (the
+  // whole forward on GPU 0; builds without CUDA reject it), "cuda:N" for GPU N.
   static std::unique_ptr<Qwen35Model> load(const std::string& model_dir, const std::string& backend = "cpu");
+  ~Qwen35Model();
 
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return w_; }
@@ -50,7 +56,8 @@ class Qwen35Model {
   const std::string& dir() const { return dir_; }
   const Backend& backend() const { return *backend_; }
   bool has_mtp() const { return w_.mtp.present; }
-  SequenceMemory new_memory() const { return SequenceMemory(cfg_, has_mtp()); }
+  SequenceMemory new_memory() const;
+  DeviceEngine* device_engine() const { return engine_.get(); }  // null on CPU backends
 
   // ids: [T]; hidden: [T, H] post-final-norm (may be null); logits: [T, V] (All), [1, V] (Last)
   void forward(const int32_t* ids, int64_t T, SequenceMemory& mem, float* hidden, float* logits, LogitsMode mode,
@@ -79,6 +86,7 @@ class Qwen35Model {
   std::unique_ptr<TensorStore> store_;
   std::unique_ptr<Backend> backend_;
   ModelWeights w_;
+  std::unique_ptr<DeviceEngine> engine_;  // "cuda": runs forward / mtp_forward / replay_gdn
 };
 
 }  // namespace mere

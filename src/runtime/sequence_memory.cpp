@@ -38,8 +38,18 @@ SequenceMemory::SequenceMemory(const ModelConfig& c, bool with_mtp) {
   }
 }
 
+SequenceMemory::SequenceMemory(const ModelConfig& c, bool with_mtp, std::unique_ptr<DeviceSequenceState> device)
+    : dev_(std::move(device)) {
+  MERE_CHECK(dev_.get() != nullptr, "sequence-memory", "device sequence without a device state");
+  kv_.resize(static_cast<size_t>(c.num_layers));   // nkv = 0: no host rows
+  gdn_.resize(static_cast<size_t>(c.num_layers));  // empty: the state is on the device
+  (void)with_mtp;
+}
+
 SequenceMemory::Checkpoint SequenceMemory::checkpoint() const {
-  return Checkpoint{length_, mtp_.length, gdn_};
+  Checkpoint cp{length_, mtp_.length, gdn_, nullptr};
+  if (dev_) cp.device = dev_.get()->checkpoint();
+  return cp;
 }
 
 void SequenceMemory::rollback(const Checkpoint& cp) {
@@ -50,6 +60,12 @@ void SequenceMemory::rollback(const Checkpoint& cp) {
     if (kv.nkv) kv.truncate(cp.length);
   mtp_.truncate(cp.mtp_length);
   gdn_ = cp.gdn;
+  if (dev_) restore_device(cp);
+}
+
+void SequenceMemory::restore_device(const Checkpoint& cp) {
+  MERE_CHECK(cp.device != nullptr, "sequence-memory", "checkpoint of a host sequence used on a device sequence");
+  dev_.get()->restore(*cp.device);
 }
 
 void SequenceMemory::rollback_keep(const Checkpoint& cp, int64_t n) {
@@ -59,6 +75,7 @@ void SequenceMemory::rollback_keep(const Checkpoint& cp, int64_t n) {
   for (auto& kv : kv_)
     if (kv.nkv) kv.truncate(length_);
   gdn_ = cp.gdn;
+  if (dev_) restore_device(cp);
 }
 
 void SequenceMemory::reset() {
@@ -70,10 +87,11 @@ void SequenceMemory::reset() {
     std::fill(g.S.begin(), g.S.end(), 0.0f);
     std::fill(g.conv.begin(), g.conv.end(), 0.0f);
   }
+  if (dev_) dev_.get()->reset();
 }
 
 size_t SequenceMemory::bytes() const {
-  size_t n = mtp_.bytes();
+  size_t n = mtp_.bytes() + (dev_ ? dev_.get()->bytes() : 0);
   for (const auto& kv : kv_) n += kv.bytes();
   for (const auto& g : gdn_) n += (g.S.size() + g.conv.size()) * sizeof(float);
   return n;

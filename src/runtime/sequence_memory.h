@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "runtime/device_state.h"
 
 namespace mere {
 
@@ -28,6 +29,9 @@ class SequenceMemory {
  public:
   SequenceMemory() = default;
   explicit SequenceMemory(const ModelConfig& cfg, bool with_mtp);
+  // A sequence whose KV caches and recurrent state live on a device (the CUDA engine): the host
+  // keeps only the lengths; kv()/gdn() are empty and the device state does the work.
+  SequenceMemory(const ModelConfig& cfg, bool with_mtp, std::unique_ptr<DeviceSequenceState> device);
 
   int64_t length() const { return length_; }          // tokens committed to the main model
   int64_t mtp_length() const { return mtp_.length; }  // rows in the MTP head's KV cache
@@ -36,12 +40,15 @@ class SequenceMemory {
   KvCache& kv(int64_t layer) { return kv_[static_cast<size_t>(layer)]; }
   GdnState& gdn(int64_t layer) { return gdn_[static_cast<size_t>(layer)]; }
   KvCache& mtp_kv() { return mtp_; }
+  void advance_mtp(int64_t n) { mtp_.length += n; }  // device sequences: rows the device appended
+  DeviceSequenceState* device() const { return dev_.get(); }  // null for host sequences
 
   // A checkpoint holds the lengths and a copy of the recurrent state; KV entries below the lengths
   // are never modified, so rollback truncates them and restores the state bitwise.
   struct Checkpoint {
     int64_t length = 0, mtp_length = 0;
     std::vector<GdnState> gdn;
+    std::shared_ptr<const DeviceCheckpoint> device;  // device sequences: the recurrent state
   };
   Checkpoint checkpoint() const;
   void rollback(const Checkpoint& cp);
@@ -49,16 +56,18 @@ class SequenceMemory {
   // inputs) and restores the recurrent state of cp; the caller then replays n rows of GatedDeltaNet
   // (Qwen35Model::replay_gdn). The MTP cache is left alone.
   void rollback_keep(const Checkpoint& cp, int64_t n);
-  SequenceMemory fork() const { return *this; }  // deep copy: the fork shares nothing with its parent
+  SequenceMemory fork() const { return *this; }  // deep copy (device state too): shares nothing
   void reset();
 
   size_t bytes() const;
 
  private:
+  void restore_device(const Checkpoint& cp);
   int64_t length_ = 0;
   std::vector<KvCache> kv_;    // per layer (empty for linear layers)
   std::vector<GdnState> gdn_;  // per layer (empty for full layers)
   KvCache mtp_;
+  DeviceStateHandle dev_;
 };
 
 }  // namespace mere

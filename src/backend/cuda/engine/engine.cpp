@@ -1,0 +1,156 @@
+// CudaEngine construction: weight upload (once, at load), scratch allocation, factory.
+#include "backend/cuda/engine/engine.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/kernels.h"
+#include "core/error.h"
+
+namespace mere {
+
+std::unique_ptr<DeviceEngine> make_cuda_engine(const ModelConfig& cfg, const ModelWeights& w, int ordinal) {
+  return std::make_unique<cuda::CudaEngine>(cfg, w, ordinal);
+}
+
+namespace cuda {
+
+CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordinal)
+    : cfg_(cfg), dev_(ordinal), arena_(dev_) {
+  const char* g = std::getenv("MERE_CUDA_GRAPH");
+  graphs_ = !(g && std::strcmp(g, "0") == 0);
+  embed_ = arena_.upload(w.embed, "embed_tokens");
+  lm_head_ = arena_.upload(w.lm_head, "lm_head");
+  final_norm_ = arena_.upload_vec(w.final_norm, "final norm");
+  int64_t nfull = 0, nlin = 0;
+  for (const LayerWeights& L : w.layers) layers_.push_back(upload_layer(L, L.kind == LayerKind::Full ? nfull++ : nlin++));
+  has_mtp_ = w.mtp.present;
+  if (has_mtp_) {
+    mtp_layer_ = upload_layer(w.mtp.layer, 0);
+    mtp_fc_ = arena_.upload(w.mtp.fc, "mtp.fc");
+    mtp_norm_e_ = arena_.upload_vec(w.mtp.pre_fc_norm_embedding, "mtp.pre_fc_norm_embedding");
+    mtp_norm_h_ = arena_.upload_vec(w.mtp.pre_fc_norm_hidden, "mtp.pre_fc_norm_hidden");
+    mtp_norm_ = arena_.upload_vec(w.mtp.norm, "mtp.norm");
+  }
+  MERE_CHECK(!has_mtp_ || mtp_layer_.kind == LayerKind::Full, "cuda engine", "MTP layer must be full attention");
+  alloc_scratch();
+}
+
+DLayer CudaEngine::upload_layer(const LayerWeights& L, int64_t index) {
+  DLayer d;
+  d.kind = L.kind;
+  d.index = index;
+  d.input_norm = arena_.upload_vec(L.input_norm, "input_layernorm");
+  d.post_norm = arena_.upload_vec(L.post_norm, "post_attention_layernorm");
+  if (L.kind == LayerKind::Full) {
+    d.attn.q = arena_.upload(L.attn.q_proj, "q_proj");
+    d.attn.k = arena_.upload(L.attn.k_proj, "k_proj");
+    d.attn.v = arena_.upload(L.attn.v_proj, "v_proj");
+    d.attn.o = arena_.upload(L.attn.o_proj, "o_proj");
+    d.attn.q_norm = arena_.upload_vec(L.attn.q_norm, "q_norm");
+    d.attn.k_norm = arena_.upload_vec(L.attn.k_norm, "k_norm");
+  } else {
+    d.gdn.qkv = arena_.upload(L.gdn.in_proj_qkv, "in_proj_qkv");
+    d.gdn.z = arena_.upload(L.gdn.in_proj_z, "in_proj_z");
+    d.gdn.b = arena_.upload(L.gdn.in_proj_b, "in_proj_b");
+    d.gdn.a = arena_.upload(L.gdn.in_proj_a, "in_proj_a");
+    d.gdn.out = arena_.upload(L.gdn.out_proj, "out_proj");
+    d.gdn.conv = arena_.upload_vec(L.gdn.conv, "conv1d");
+    d.gdn.dt_bias = arena_.upload_vec(L.gdn.dt_bias, "dt_bias");
+    d.gdn.neg_a = arena_.upload_vec(L.gdn.neg_a, "A_log");
+    d.gdn.norm = arena_.upload_vec(L.gdn.norm, "linear_attn.norm");
+  }
+  auto mlp = [&](const MlpWeights& m) {
+    return DMlp{arena_.upload(m.gate, "gate_proj"), arena_.upload(m.up, "up_proj"), arena_.upload(m.down, "down_proj")};
+  };
+  if (!cfg_.is_moe) {
+    d.mlp = mlp(L.mlp);
+    return d;
+  }
+  d.router = arena_.upload(L.moe.router, "mlp.gate (router)");
+  std::vector<const Matrix*> g, u, dn;
+  for (const MlpWeights& e : L.moe.experts) {
+    g.push_back(&e.gate);
+    u.push_back(&e.up);
+    dn.push_back(&e.down);
+  }
+  d.experts = DMlp{arena_.upload_stacked(g, "experts gate_proj"), arena_.upload_stacked(u, "experts up_proj"),
+                   arena_.upload_stacked(dn, "experts down_proj")};
+  d.shared = mlp(L.moe.shared);
+  d.shared_gate = arena_.upload(L.moe.shared_gate, "shared_expert_gate");
+  return d;
+}
+
+float* CudaEngine::take(int64_t floats) {
+  const int64_t n = (floats + 63) / 64 * 64;  // 256-byte aligned pieces
+  float* p = scratch_.get() ? scratch_.as<float>() + scratch_used_ : nullptr;
+  scratch_used_ += n;
+  return p;
+}
+
+void CudaEngine::alloc_scratch() {
+  const ModelConfig& c = cfg_;
+  const int64_t R = kRows, H = c.hidden_size, V = c.vocab_size;
+  const int64_t C = c.conv_dim(), kd = c.lin_key_dim(), vd = c.lin_value_dim(), Hv = c.lin_v_heads;
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim;
+  const int64_t I = std::max(c.intermediate_size, c.shared_intermediate_size);
+  const int64_t E = std::max<int64_t>(c.num_experts, 1), K = std::max<int64_t>(c.experts_per_tok, 1);
+  const int64_t Ie = std::max<int64_t>(c.moe_intermediate_size, 1);
+  int64_t qws = 0;
+  for (int64_t cols : {H, 2 * H, vd, nh * hd, I, Ie}) qws = std::max(qws, qmatvec_workspace_floats(R, cols, 8));
+  for (int64_t cols : {H, 2 * H, vd, nh * hd, I, Ie}) qws = std::max(qws, qmatvec_workspace_floats(R, cols, 4));
+  for (int pass = 0; pass < 2; ++pass) {  // pass 0 measures, pass 1 hands out pointers
+    scratch_used_ = 0;
+    x_ = take(R * H), xn_ = take(R * H), o_ = take(R * H), h_ = take(R * H), hin_ = take(R * H), cat_ = take(R * 2 * H);
+    logits_ = take(R * V), qws_ = take(qws);
+    raw_ = take(kMaxTraceRows * C), mixed_ = take(R * C), z_ = take(R * vd), ga_ = take(R * Hv), gb_ = take(R * Hv);
+    gq_ = take(R * kd), gk_ = take(R * kd), gv_ = take(R * vd), gg_ = take(R * Hv), gbeta_ = take(R * Hv);
+    core_ = take(kMaxTraceRows * vd), gout_ = take(R * vd);
+    qg_ = take(R * nh * hd * 2), kk_ = take(R * nkv * hd), vv_ = take(R * nkv * hd), q_ = take(R * nh * hd);
+    att_ = take(R * nh * hd), aws_ = take(k::attention_ws_floats(R, nh, hd, kSpans));
+    f1_ = take(R * I), f2_ = take(R * I), rlog_ = take(R * E), rw_ = take(R * K);
+    eg_ = take(R * K * Ie), eu_ = take(R * K * Ie), ey_ = take(R * K * H), sh_ = take(R * H), sg_ = take(R);
+    ridx_ = reinterpret_cast<int32_t*>(take(R * K));
+    if (pass == 0) {
+      scratch_cap_ = scratch_used_;
+      scratch_ = dev_.alloc(static_cast<size_t>(scratch_cap_) * 4, "forward-pass scratch");
+    }
+  }
+}
+
+std::string CudaEngine::describe() const {
+  return cat(dev_.describe(), ", ", static_cast<double>(arena_.bytes()) / 1e9, " GB of weights on the device");
+}
+
+double CudaEngine::copy_bandwidth_gbs() {
+  const size_t bytes = size_t{1} << 30;
+  DeviceBuffer a = dev_.alloc(bytes, "copy-bandwidth probe"), b = dev_.alloc(bytes, "copy-bandwidth probe");
+  DeviceGuard guard(dev_.ordinal());
+  cudaStream_t s = dev_.stream();
+  cudaEvent_t e0, e1;
+  MERE_CUDA_CHECK(cudaEventCreate(&e0));
+  MERE_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int rep = 0; rep < 8; ++rep) {
+    MERE_CUDA_CHECK(cudaEventRecord(e0, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s));
+    MERE_CUDA_CHECK(cudaEventRecord(e1, s));
+    MERE_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    MERE_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    if (rep >= 2) ms.push_back(t);  // two warm-ups
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * static_cast<double>(bytes) / (static_cast<double>(ms[ms.size() / 2]) * 1e-3) / 1e9;
+}
+
+std::unique_ptr<DeviceSequenceState> CudaEngine::new_state() {
+  return std::make_unique<CudaSeqState>(dev_, cfg_, has_mtp_);
+}
+
+}  // namespace cuda
+}  // namespace mere

@@ -1,0 +1,99 @@
+// CudaEngine: the Qwen3.5 forward pass on one GPU (model/device_engine.h). Owns the device, the
+// uploaded weights and the scratch of one pass (at most kRows rows: longer calls run in slices of
+// kRows tokens, which by batch-width invariance equals running them token by token). Sequences
+// (CudaSeqState) own their caches, state and decode graph. One stream: calls are serialised.
+#pragma once
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/engine/dmatrix.h"
+#include "backend/cuda/engine/state.h"
+#include "model/device_engine.h"
+
+namespace mere::cuda {
+
+struct DAttn {
+  DMat q, k, v, o;                 // q: [nh*hd*2, H] per head [q | gate]
+  const float *q_norm = nullptr, *k_norm = nullptr;  // [hd]
+};
+struct DGdn {
+  DMat qkv, z, b, a, out;
+  const float *conv = nullptr, *dt_bias = nullptr, *neg_a = nullptr, *norm = nullptr;
+};
+struct DMlp {
+  DMat gate, up, down;  // count = E for stacked experts
+};
+struct DLayer {
+  LayerKind kind = LayerKind::Linear;
+  int64_t index = 0;  // among the layers of its kind (KV cache / GDN state slot)
+  const float *input_norm = nullptr, *post_norm = nullptr;
+  DAttn attn;
+  DGdn gdn;
+  DMlp mlp;                   // dense
+  DMat router, shared_gate;   // MoE
+  DMlp experts, shared;
+};
+
+class CudaEngine final : public DeviceEngine {
+ public:
+  static constexpr int64_t kRows = 9;  // rows of one pass (qmatvec's widest)
+  static constexpr int kSpans = 16;    // attention split
+
+  CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordinal);
+  std::string describe() const override;
+  size_t weight_bytes() const override { return arena_.bytes(); }
+  std::unique_ptr<DeviceSequenceState> new_state() override;
+  double copy_bandwidth_gbs() override;
+  void forward(const int32_t* ids, int64_t T, SequenceMemory& mem, float* hidden, float* logits, LogitsMode mode,
+               const ForwardOptions& opt) override;
+  void mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem, float* mtp_hidden,
+                   float* logits, LogitsMode mode) override;
+  void replay_gdn(int64_t n, SequenceMemory& mem) override;
+
+ private:
+  DLayer upload_layer(const LayerWeights& L, int64_t index);
+  void alloc_scratch();
+  float* take(int64_t floats);
+  CudaSeqState& state(SequenceMemory& mem);
+
+  // device work of one pass of T <= kRows rows; x: [T, H] residual stream, updated in place
+  void main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool want_all_logits, bool want_last_logits,
+                 bool want_argmax);
+  void decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
+                     const int32_t* pos, int64_t trace_row0);
+  void attention_block(const DAttn& a, const float* xn, int64_t T, float* kc, float* vc, const int32_t* pos,
+                       float* out);
+  void gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, int64_t T, int64_t trace_row0,
+                 float* out);
+  void ffn_block(const DLayer& L, const float* xn, int64_t T, float* out);
+  void linear(const DMat& W, const float* x, int64_t T, float* y);
+  // several matrices over the same x: the quantised ones of one bit width share one prepare
+  void linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T);
+  void download(void* host, const void* dev, size_t bytes);
+
+  ModelConfig cfg_;
+  CudaDevice dev_;
+  WeightArena arena_;
+  DMat embed_, lm_head_;
+  const float* final_norm_ = nullptr;
+  std::vector<DLayer> layers_;
+  bool has_mtp_ = false;
+  DLayer mtp_layer_;
+  DMat mtp_fc_;
+  const float *mtp_norm_e_ = nullptr, *mtp_norm_h_ = nullptr, *mtp_norm_ = nullptr;
+  bool graphs_ = true;  // MERE_CUDA_GRAPH=0 turns the decode graph off
+
+  // scratch of one pass
+  DeviceBuffer scratch_;
+  int64_t scratch_used_ = 0, scratch_cap_ = 0;
+  float *x_, *xn_, *o_, *h_, *logits_, *qws_, *hin_, *cat_;
+  float *raw_, *mixed_, *z_, *ga_, *gb_, *gq_, *gk_, *gv_, *gg_, *gbeta_, *core_, *gout_;
+  float *qg_, *kk_, *vv_, *q_, *att_, *aws_;
+  float *f1_, *f2_, *rlog_, *rw_, *eg_, *eu_, *ey_, *sh_, *sg_;
+  int32_t* ridx_ = nullptr;
+};
+
+}  // namespace mere::cuda

@@ -1,0 +1,254 @@
+// CudaEngine forward / mtp_forward / replay_gdn: the wiring of Qwen35Model (src/model/qwen35.cpp)
+// op for op, every op on the device. A T = 1 main step (no trace) runs as the sequence's captured
+// CUDA graph: positions and ids are read on the device, so the graph is replayed step after step
+// and re-captured only when a KV cache moves or the step's outputs change.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/engine.h"
+#include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/gdn.h"
+#include "backend/cuda/norm.h"
+
+namespace mere::cuda {
+
+CudaSeqState& CudaEngine::state(SequenceMemory& mem) {
+  auto* st = dynamic_cast<CudaSeqState*>(mem.device());
+  MERE_CHECK(st != nullptr, "cuda engine", "sequence memory does not belong to a CUDA model");
+  return *st;
+}
+
+void CudaEngine::download(void* host, const void* src, size_t bytes) {
+  MERE_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, dev_.stream()));
+}
+
+void CudaEngine::linear(const DMat& W, const float* x, int64_t T, float* y) {
+  if (W.quantized() && W.count == 1) qlinear(dev_, W.qview(), x, T, qws_, y);
+  else k::gemv(dev_.stream(), W, x, T, 1, nullptr, y);
+}
+
+void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x,
+                               int64_t T) {
+  int bits = 0;
+  bool same = true;
+  for (const auto& [W, y] : outs) {
+    (void)y;
+    if (!W->quantized() || W->count != 1 || (bits && W->bits != bits) || W->cols != outs.begin()->first->cols)
+      same = false;
+    bits = W->bits;
+  }
+  if (!same) {
+    for (const auto& [W, y] : outs) linear(*W, x, T, y);
+    return;
+  }
+  qmatvec_prepare(dev_, x, T, outs.begin()->first->cols, bits, qws_);
+  for (const auto& [W, y] : outs) qmatvec(dev_, W->qview(), qws_, T, y);
+}
+
+void CudaEngine::attention_block(const DAttn& a, const float* xn, int64_t T, float* kc, float* vc, const int32_t* pos,
+                                 float* out) {
+  const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
+  cudaStream_t s = dev_.stream();
+  linear_shared({{&a.q, qg_}, {&a.k, kk_}, {&a.v, vv_}}, xn, T);
+  k::attn_prepare(s, qg_, kk_, vv_, a.q_norm, a.k_norm, pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
+                  static_cast<float>(cfg_.rms_norm_eps), q_, kc, vc);
+  k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), kSpans, aws_, att_);
+  k::sigmoid_gate(s, att_, qg_, T, nh, hd);
+  linear(a.o, att_, T, out);
+}
+
+void CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, int64_t T,
+                           int64_t trace_row0, float* out) {
+  const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel, Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim;
+  const int64_t Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim, kd = Hk * Dk, vd = Hv * Dv;
+  cudaStream_t s = dev_.stream();
+  linear_shared({{&g.qkv, raw_}, {&g.z, z_}, {&g.b, gb_}, {&g.a, ga_}}, xn, T);
+  k::conv_silu(s, st.conv(li), g.conv, raw_, T, C, K, mixed_);
+  k::gdn_prepare(s, mixed_, ga_, gb_, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, gq_, gk_, gv_, gg_, gbeta_);
+  if (trace_row0 >= 0) {
+    const CudaSeqState::TraceRows tr = st.trace(li);
+    auto cp = [&](float* dst, const float* src, int64_t w) {
+      MERE_CUDA_CHECK(cudaMemcpyAsync(dst + trace_row0 * w, src, static_cast<size_t>(T * w) * 4,
+                                      cudaMemcpyDeviceToDevice, s));
+    };
+    cp(tr.raw, raw_, C);
+    cp(tr.q, gq_, kd);
+    cp(tr.k, gk_, kd);
+    cp(tr.v, gv_, vd);
+    cp(tr.g, gg_, Hv);
+    cp(tr.beta, gbeta_, Hv);
+  }
+  if (Dk == 128 && Dv == 128) gdn_decode(dev_, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
+  else k::gdn_generic(s, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
+  k::gated_rms_norm(s, core_, z_, g.norm, T, Hv, Dv, static_cast<float>(cfg_.rms_norm_eps), gout_);
+  linear(g.out, gout_, T, out);
+}
+
+void CudaEngine::ffn_block(const DLayer& L, const float* xn, int64_t T, float* out) {
+  cudaStream_t s = dev_.stream();
+  const int64_t H = cfg_.hidden_size;
+  if (!cfg_.is_moe) {
+    linear_shared({{&L.mlp.gate, f1_}, {&L.mlp.up, f2_}}, xn, T);
+    k::swiglu(s, f1_, f2_, T * L.mlp.gate.rows);
+    linear(L.mlp.down, f1_, T, out);
+    return;
+  }
+  const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, Ie = L.experts.gate.rows;
+  linear(L.router, xn, T, rlog_);
+  k::moe_route(s, rlog_, T, E, K, cfg_.norm_topk_prob, ridx_, rw_);
+  k::gemv(s, L.experts.gate, xn, T * K, K, ridx_, eg_);
+  k::gemv(s, L.experts.up, xn, T * K, K, ridx_, eu_);
+  k::swiglu(s, eg_, eu_, T * K * Ie);
+  k::gemv(s, L.experts.down, eg_, T * K, 1, ridx_, ey_);
+  linear_shared({{&L.shared.gate, f1_}, {&L.shared.up, f2_}}, xn, T);
+  k::swiglu(s, f1_, f2_, T * L.shared.gate.rows);
+  linear(L.shared.down, f1_, T, sh_);
+  linear(L.shared_gate, xn, T, sg_);
+  k::moe_combine(s, ey_, rw_, sh_, sg_, T, K, H, out);
+}
+
+void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
+                               const int32_t* pos, int64_t trace_row0) {
+  const int64_t H = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  cudaStream_t s = dev_.stream();
+  k::rms_norm(s, x, H, L.input_norm, T, H, eps, xn_, H);
+  if (L.kind == LayerKind::Full) attention_block(L.attn, xn_, T, kc, vc, pos, o_);
+  else gdn_block(L.gdn, st, L.index, xn_, T, trace_row0, o_);
+  k::add(s, x, o_, T * H);
+  k::rms_norm(s, x, H, L.post_norm, T, H, eps, xn_, H);
+  ffn_block(L, xn_, T, o_);
+  k::add(s, x, o_, T * H);
+}
+
+void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool all_logits, bool last_logits,
+                           bool want_argmax) {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  cudaStream_t s = dev_.stream();
+  k::embed(s, embed_, st.ids(), T, x_);
+  for (const DLayer& L : layers_) {
+    const bool full = L.kind == LayerKind::Full;
+    decoder_layer(L, st, x_, T, full ? st.k(L.index) : nullptr, full ? st.v(L.index) : nullptr, st.pos(),
+                  trace_row0);
+  }
+  k::rms_norm(s, x_, H, final_norm_, T, H, static_cast<float>(cfg_.rms_norm_eps), h_, H);
+  if (all_logits) linear(lm_head_, h_, T, logits_);
+  else if (last_logits || want_argmax) linear(lm_head_, h_ + (T - 1) * H, 1, logits_ + (T - 1) * V);
+  if (want_argmax) k::argmax(s, logits_ + (T - 1) * V, V, st.argmax());
+}
+
+void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, float* hidden, float* logits,
+                         LogitsMode mode, const ForwardOptions& opt) {
+  CudaSeqState& st = state(mem);
+  DeviceGuard guard(dev_.ordinal());
+  cudaStream_t s = dev_.stream();
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, pos0 = mem.length();
+  MERE_CHECK(opt.gdn != ForwardOptions::Gdn::Chunked, "cuda forward",
+             "the chunked GatedDeltaNet algorithm is not implemented on CUDA (the recurrent one runs every width)");
+  if (opt.trace) {
+    MERE_CHECK(T <= kMaxTraceRows, "forward", "GatedDeltaNet tracing needs the recurrent algorithm (T <= ",
+               kMaxTraceRows, ")");
+    opt.trace->layers.clear();
+    opt.trace->rows = T;
+    st.traced_rows = T;
+  }
+  st.ensure_kv(pos0 + T, false);
+  const bool all = logits && mode == LogitsMode::All, last = logits && mode == LogitsMode::Last;
+  for (int64_t c0 = 0; c0 < T; c0 += kRows) {
+    const int64_t Tc = std::min(kRows, T - c0);
+    const bool final_chunk = c0 + Tc == T;
+    const int32_t p = static_cast<int32_t>(pos0 + c0);
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos(), &p, 4, cudaMemcpyHostToDevice, s));
+    const bool want_last = final_chunk && last, want_arg = final_chunk && opt.argmax != nullptr;
+    if (graphs_ && T == 1 && !opt.trace) {
+      const uint64_t key = 1 + (all ? 2 : 0) + (want_last ? 4 : 0) + (want_arg ? 8 : 0) + (st.kv_generation << 8);
+      if (!st.graph || st.graph_key != key) {
+        st.drop_graph();
+        cudaGraph_t g = nullptr;
+        MERE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        try {
+          main_pass(st, 1, -1, all, want_last, want_arg);
+        } catch (...) {
+          cudaStreamEndCapture(s, &g);
+          if (g) cudaGraphDestroy(g);
+          throw;
+        }
+        MERE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+        const cudaError_t err = cudaGraphInstantiate(&st.graph, g, 0);
+        cudaGraphDestroy(g);
+        MERE_CUDA_CHECK(err);
+        st.graph_key = key;
+      }
+      MERE_CUDA_CHECK(cudaGraphLaunch(st.graph, s));
+    } else {
+      main_pass(st, Tc, opt.trace ? c0 : -1, all, want_last, want_arg);
+    }
+    if (hidden) download(hidden + c0 * H, h_, static_cast<size_t>(Tc * H) * 4);
+    if (all) download(logits + c0 * V, logits_, static_cast<size_t>(Tc * V) * 4);
+    if (want_last) download(logits, logits_ + (Tc - 1) * V, static_cast<size_t>(V) * 4);
+    if (want_arg) download(opt.argmax, st.argmax(), 4);
+  }
+  dev_.synchronize("cuda forward");
+  mem.advance(T);
+}
+
+void CudaEngine::mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem,
+                             float* mtp_hidden, float* logits, LogitsMode mode) {
+  MERE_CHECK(has_mtp_, "mtp", "this checkpoint has no MTP weights (mtp.*)");
+  CudaSeqState& st = state(mem);
+  DeviceGuard guard(dev_.ordinal());
+  cudaStream_t s = dev_.stream();
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, pos0 = mem.mtp_length();
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  st.ensure_kv(pos0 + T, true);
+  for (int64_t c0 = 0; c0 < T; c0 += kRows) {
+    const int64_t Tc = std::min(kRows, T - c0);
+    const int32_t p = static_cast<int32_t>(pos0 + c0);
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos() + 1, &p, 4, cudaMemcpyHostToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(hin_, hidden + c0 * H, static_cast<size_t>(Tc * H) * 4, cudaMemcpyHostToDevice, s));
+    k::embed(s, embed_, st.ids(), Tc, xn_);
+    // concat order: [norm_e(embedding of the next token) | norm_h(hidden)]
+    k::rms_norm(s, xn_, H, mtp_norm_e_, Tc, H, eps, cat_, 2 * H);
+    k::rms_norm(s, hin_, H, mtp_norm_h_, Tc, H, eps, cat_ + H, 2 * H);
+    linear(mtp_fc_, cat_, Tc, x_);
+    decoder_layer(mtp_layer_, st, x_, Tc, st.mtp_k(), st.mtp_v(), st.pos() + 1, -1);
+    k::rms_norm(s, x_, H, mtp_norm_, Tc, H, eps, h_, H);
+    if (mtp_hidden) download(mtp_hidden + c0 * H, h_, static_cast<size_t>(Tc * H) * 4);
+    if (logits && mode == LogitsMode::All) {
+      linear(lm_head_, h_, Tc, logits_);
+      download(logits + c0 * V, logits_, static_cast<size_t>(Tc * V) * 4);
+    }
+    if (logits && mode == LogitsMode::Last && c0 + Tc == T) {
+      linear(lm_head_, h_ + (Tc - 1) * H, 1, logits_);
+      download(logits, logits_, static_cast<size_t>(V) * 4);
+    }
+  }
+  dev_.synchronize("cuda mtp_forward");
+  mem.advance_mtp(T);
+}
+
+void CudaEngine::replay_gdn(int64_t n, SequenceMemory& mem) {
+  CudaSeqState& st = state(mem);
+  MERE_CHECK(n >= 0 && n <= st.traced_rows, "replay", "cannot replay ", n, " of ", st.traced_rows,
+             " rows traced on the device");
+  if (n == 0) return;
+  DeviceGuard guard(dev_.ordinal());
+  cudaStream_t s = dev_.stream();
+  const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel, Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim;
+  const int64_t Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
+  for (const DLayer& L : layers_) {
+    if (L.kind != LayerKind::Linear) continue;
+    const CudaSeqState::TraceRows tr = st.trace(L.index);
+    k::conv_silu(s, st.conv(L.index), L.gdn.conv, tr.raw, n, C, K, raw_);
+    if (Dk == 128 && Dv == 128) gdn_decode(dev_, st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, Hk, Hv, Dk, Dv, core_);
+    else k::gdn_generic(s, st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, Hk, Hv, Dk, Dv, core_);
+  }
+  dev_.synchronize("cuda replay_gdn");
+}
+
+}  // namespace mere::cuda

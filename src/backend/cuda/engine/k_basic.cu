@@ -1,0 +1,204 @@
+// Embedding gather, RMSNorm with strides, elementwise ops, the generic (float / gathered-expert)
+// matvec and argmax. kernels.h has the contracts.
+#include <cuda_bf16.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/kernels.h"
+
+namespace mere::cuda::k {
+namespace {
+
+inline unsigned blocks(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+__device__ __forceinline__ float bf(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+
+__global__ void embed_kernel(const void* data, const uint16_t* scales, const uint16_t* biases, int bits, bool is_bf16,
+                             const int32_t* ids, int H, float* out) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int t = blockIdx.y;
+  if (c >= H) return;
+  const int64_t r = ids[t];
+  float v;
+  if (bits) {
+    const int per = 32 / bits;
+    const uint32_t* row = static_cast<const uint32_t*>(data) + r * (H / per);
+    const uint32_t q = (row[c / per] >> ((c % per) * bits)) & ((1u << bits) - 1u);
+    const int64_t g = r * (H / 64) + c / 64;
+    v = __fmaf_rn(bf(scales[g]), static_cast<float>(q), bf(biases[g]));
+  } else if (is_bf16) {
+    v = bf(static_cast<const uint16_t*>(data)[r * H + c]);
+  } else {
+    v = static_cast<const float*>(data)[r * H + c];
+  }
+  out[static_cast<int64_t>(t) * H + c] = v;
+}
+
+constexpr int kNormThreads = 256;
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm_kernel(const float* __restrict__ x, int64_t xs, const float* __restrict__ w, int n, float eps,
+                    float* __restrict__ y, int64_t ys) {
+  __shared__ float partial[kNormThreads / 32];
+  __shared__ float scale;
+  const float* xr = x + blockIdx.x * xs;
+  float* yr = y + blockIdx.x * ys;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n; i += kNormThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kNormThreads / 32; ++i) total = __fadd_rn(total, partial[i]);
+    scale = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(total, static_cast<float>(n)), eps));
+  }
+  __syncthreads();
+  const float r = scale;
+  for (int i = threadIdx.x; i < n; i += kNormThreads) yr[i] = __fmul_rn(__fmul_rn(xr[i], r), w[i]);
+}
+
+__global__ void add_kernel(float* x, const float* y, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] = __fadd_rn(x[i], y[i]);
+}
+
+__global__ void swiglu_kernel(float* g, const float* u, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) g[i] = __fmul_rn(silu(g[i]), u[i]);
+}
+
+// warp per (p, r); lane order fixed: chunks j = lane, lane+32, ..., then an xor butterfly
+constexpr int kGemvWarps = 4;
+template <int BITS>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_q_kernel(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ scales,
+                  const uint16_t* __restrict__ biases, int rows, int cols, const float* __restrict__ x, int x_div,
+                  const int32_t* __restrict__ sel, float* __restrict__ y) {
+  constexpr int kPer = 128 / BITS;  // columns in a 16-byte chunk
+  const int lane = threadIdx.x & 31;
+  const int r = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
+  const int p = blockIdx.y;
+  if (r >= rows) return;
+  const int64_t m = sel ? sel[p] : 0;
+  const int64_t row = m * rows + r;
+  const uint4* cr = reinterpret_cast<const uint4*>(codes + row * (cols * BITS / 32));
+  const uint16_t* sr = scales + row * (cols / 64);
+  const uint16_t* br = biases + row * (cols / 64);
+  const float* xr = x + static_cast<int64_t>(p / x_div) * cols;
+  float acc = 0.0f;
+  for (int j = lane; j < cols / kPer; j += 32) {
+    const uint4 w4 = __ldg(cr + j);
+    const int g = j * kPer / 64;
+    const float s = bf(sr[g]), b = bf(br[g]);
+    const uint32_t w[4] = {w4.x, w4.y, w4.z, w4.w};
+    const float* xc = xr + j * kPer;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int e = 0; e < 32 / BITS; ++e) {
+        const float q = static_cast<float>((w[i] >> (e * BITS)) & ((1u << BITS) - 1u));
+        acc = __fmaf_rn(__fmaf_rn(s, q, b), xc[i * (32 / BITS) + e], acc);
+      }
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, off));
+  if (lane == 0) y[static_cast<int64_t>(p) * rows + r] = acc;
+}
+
+template <bool BF16>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_f_kernel(const void* __restrict__ data, int rows, int cols, const float* __restrict__ x, int x_div,
+                  const int32_t* __restrict__ sel, float* __restrict__ y) {
+  const int lane = threadIdx.x & 31;
+  const int r = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
+  const int p = blockIdx.y;
+  if (r >= rows) return;
+  const int64_t m = sel ? sel[p] : 0;
+  const int64_t row = (m * rows + r) * cols;
+  const float* xr = x + static_cast<int64_t>(p / x_div) * cols;
+  float acc = 0.0f;
+  for (int c = lane; c < cols; c += 32) {
+    const float w = BF16 ? bf(static_cast<const uint16_t*>(data)[row + c]) : static_cast<const float*>(data)[row + c];
+    acc = __fmaf_rn(w, xr[c], acc);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, off));
+  if (lane == 0) y[static_cast<int64_t>(p) * rows + r] = acc;
+}
+
+constexpr int kArgThreads = 1024;
+__global__ void __launch_bounds__(kArgThreads) argmax_kernel(const float* __restrict__ v, int n, int32_t* out) {
+  __shared__ float bv[kArgThreads];
+  __shared__ int bi[kArgThreads];
+  float best = -INFINITY;
+  int idx = n;  // n: nothing seen (all NaN / -inf)
+  for (int i = threadIdx.x; i < n; i += kArgThreads)
+    if (v[i] > best || (idx == n && v[i] == best)) {
+      best = v[i];
+      idx = i;
+    }
+  bv[threadIdx.x] = best;
+  bi[threadIdx.x] = idx;
+  __syncthreads();
+  for (int half = kArgThreads / 2; half > 0; half >>= 1) {
+    if (threadIdx.x < half) {
+      const float ov = bv[threadIdx.x + half];
+      const int oi = bi[threadIdx.x + half];
+      if (ov > bv[threadIdx.x] || (ov == bv[threadIdx.x] && oi < bi[threadIdx.x])) {
+        bv[threadIdx.x] = ov;
+        bi[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = bi[0] < n ? bi[0] : 0;
+}
+
+}  // namespace
+
+void embed(cudaStream_t s, const DMat& E, const int32_t* ids, int64_t T, float* out) {
+  dim3 grid(blocks(E.cols, 256), static_cast<unsigned>(T));
+  embed_kernel<<<grid, 256, 0, s>>>(E.data, E.scales, E.biases, E.bits, E.bf16, ids, static_cast<int>(E.cols), out);
+  MERE_CUDA_CHECK_LAUNCH("embed_kernel");
+}
+
+void rms_norm(cudaStream_t s, const float* x, int64_t xs, const float* w, int64_t T, int64_t n, float eps, float* y,
+              int64_t ys) {
+  rms_norm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, xs, w, static_cast<int>(n), eps, y, ys);
+  MERE_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+}
+
+void add(cudaStream_t s, float* x, const float* y, int64_t n) {
+  add_kernel<<<blocks(n, 256), 256, 0, s>>>(x, y, n);
+  MERE_CUDA_CHECK_LAUNCH("add_kernel");
+}
+
+void swiglu(cudaStream_t s, float* g, const float* u, int64_t n) {
+  swiglu_kernel<<<blocks(n, 256), 256, 0, s>>>(g, u, n);
+  MERE_CUDA_CHECK_LAUNCH("swiglu_kernel");
+}
+
+void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_div, const int32_t* sel, float* y) {
+  MERE_CHECK(P >= 1 && P < 65536, "cuda gemv", "pair count out of range: ", P);
+  dim3 grid(blocks(W.rows, kGemvWarps), static_cast<unsigned>(P));
+  const int rows = static_cast<int>(W.rows), cols = static_cast<int>(W.cols), xd = static_cast<int>(x_div);
+  if (W.bits == 4)
+    gemv_q_kernel<4><<<grid, kGemvWarps * 32, 0, s>>>(static_cast<const uint32_t*>(W.data), W.scales, W.biases, rows,
+                                                      cols, x, xd, sel, y);
+  else if (W.bits == 8)
+    gemv_q_kernel<8><<<grid, kGemvWarps * 32, 0, s>>>(static_cast<const uint32_t*>(W.data), W.scales, W.biases, rows,
+                                                      cols, x, xd, sel, y);
+  else if (W.bf16)
+    gemv_f_kernel<true><<<grid, kGemvWarps * 32, 0, s>>>(W.data, rows, cols, x, xd, sel, y);
+  else
+    gemv_f_kernel<false><<<grid, kGemvWarps * 32, 0, s>>>(W.data, rows, cols, x, xd, sel, y);
+  MERE_CUDA_CHECK_LAUNCH("gemv kernel");
+}
+
+void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out) {
+  argmax_kernel<<<1, kArgThreads, 0, s>>>(logits, static_cast<int>(V), out);
+  MERE_CUDA_CHECK_LAUNCH("argmax_kernel");
+}
+
+}  // namespace mere::cuda::k

@@ -1,0 +1,74 @@
+// The engine's small kernels (everything but the quantised dense matvec, the GDN step for 128-wide
+// heads and RMSNorm, which live one directory up). Every launch goes on `s`; nothing synchronises.
+// Every kernel computes each row (token) alone with a fixed order: a T-row launch gives every row
+// bitwise the 1-row result (batch-width invariance, mtp.md §6). Positions come from device memory
+// (`pos`: the first row's position), so a captured decode graph stays valid from step to step.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/engine/dmatrix.h"
+
+namespace mere::cuda::k {
+
+// out[t] = E[ids[t]] (dequantised)          ids: [T] device; out: [T, H]
+void embed(cudaStream_t s, const DMat& E, const int32_t* ids, int64_t T, float* out);
+
+// y[t*ys..] = rmsnorm(x[t*xs..]) * w        x: [T, n] row stride xs; y: row stride ys; w: [n]
+void rms_norm(cudaStream_t s, const float* x, int64_t xs, const float* w, int64_t T, int64_t n, float eps, float* y,
+              int64_t ys);
+
+void add(cudaStream_t s, float* x, const float* y, int64_t n);        // x += y
+void swiglu(cudaStream_t s, float* g, const float* u, int64_t n);     // g = silu(g) * u
+
+// Generic matvec, warp per output: y[p, r] = W_{sel[p]}[r, :] . x[p / x_div, :] for p < P.
+// sel: [P] device expert ids (null: matrix 0); x: [P / x_div, cols]; y: [P, rows]
+void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_div, const int32_t* sel, float* y);
+
+// Argmax of logits [V] into *out (lowest index on ties).
+void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out);
+
+// ---- GatedDeltaNet ----
+// Causal depthwise conv + SiLU over T rows, shifting the raw rows into the history.
+// state: [K-1, C]; w: [C, K]; raw, out: [T, C]
+void conv_silu(cudaStream_t s, float* state, const float* w, const float* raw, int64_t T, int64_t C, int64_t K,
+               float* out);
+// From the conv output: q, k l2-normalised (q scaled by 1/sqrt(Dk)), v copied, gates.
+// mixed: [T, C]; a, b: [T, Hv]; q, k: [T, Hk, Dk]; v: [T, Hv, Dv]; g, beta: [T, Hv]
+void gdn_prepare(cudaStream_t s, const float* mixed, const float* a, const float* b, const float* neg_a,
+                 const float* dt_bias, int64_t T, int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, float* q, float* k,
+                 float* v, float* g, float* beta);
+// Recurrent GDN step for any Dk, Dv <= 1024 (thread per state row, the CPU's order).
+void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,
+                 const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);
+// y = w * rmsnorm(x) * silu(z) per (row, head)   x, z, y: [T, Hv, Dv]; w: [Dv]
+void gated_rms_norm(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
+                    int64_t Dv, float eps, float* y);
+
+// ---- full attention ----
+// Per head: q = rope(rmsnorm(qg[q part]) * q_norm) -> q: [T, nh, hd]; k = rope(rmsnorm(k) * k_norm)
+// and v are written to the cache rows pos+t. qg: [T, nh, 2, hd]; k, v: [T, nkv, hd];
+// kc, vc: [cap, nkv, hd]
+void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* v, const float* q_norm,
+                  const float* k_norm, const int32_t* pos, int64_t T, int64_t nh, int64_t nkv, int64_t hd,
+                  int64_t rotary_dim, double theta, float eps, float* q, float* kc, float* vc);
+// Causal attention: row t attends to cache rows [0, pos+t+1). Split over `spans` position ranges
+// (fixed by the caller, not by the length), then merged in order. ws: attention_ws_floats.
+int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans);
+void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
+               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
+// out[t, h, :] *= sigmoid(qg[t, h, 1, :])
+void sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_t nh, int64_t hd);
+
+// ---- MoE ----
+// Softmax over E router logits, top K (lowest index first on ties), optionally renormalised.
+// logits: [T, E]; idx: [T, K] int32; w: [T, K]
+void moe_route(cudaStream_t s, const float* logits, int64_t T, int64_t E, int64_t K, bool renorm, int32_t* idx,
+               float* w);
+// out[t] = sum_k w[t,k] y[t,k] + sigmoid(sg[t]) shared[t]   (in that order)
+// y: [T, K, H]; shared: [T, H]; sg: [T]; out: [T, H]
+void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,
+                 int64_t K, int64_t H, float* out);
+
+}  // namespace mere::cuda::k

@@ -1,0 +1,37 @@
+// A device-resident forward pass behind Qwen35Model (docs/cuda-engine.md): the engine owns the
+// uploaded weights and runs every op of forward / mtp_forward / replay_gdn on its device; the
+// sequence's KV caches and recurrent state live in a DeviceSequenceState inside SequenceMemory.
+// Qwen35Model::load(dir, "cuda") creates one; the host model keeps the wiring contract.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/qwen35.h"
+
+namespace mere {
+
+class DeviceEngine {
+ public:
+  virtual ~DeviceEngine() = default;
+  virtual std::string describe() const = 0;       // device and what was uploaded
+  virtual size_t weight_bytes() const = 0;         // bytes of weights on the device
+  virtual std::unique_ptr<DeviceSequenceState> new_state() = 0;
+  // Device-to-device copy bandwidth (bytes read + written per second / 1e9), measured now over
+  // buffers well beyond the L2: the ceiling bench reports decode against.
+  virtual double copy_bandwidth_gbs() = 0;
+  // Same contracts as Qwen35Model's methods of the same names.
+  virtual void forward(const int32_t* ids, int64_t T, SequenceMemory& mem, float* hidden, float* logits,
+                       LogitsMode mode, const ForwardOptions& opt) = 0;
+  virtual void mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem, float* mtp_hidden,
+                           float* logits, LogitsMode mode) = 0;
+  // Replays the first n rows of the sequence's last traced pass (the trace stays on the device).
+  virtual void replay_gdn(int64_t n, SequenceMemory& mem) = 0;
+};
+
+// Defined by the CUDA engine (src/backend/cuda/engine/) only when the build has CUDA (MERE_HAVE_CUDA);
+// without it make_backend("cuda") fails before this is reached. Weights must
+// outlive the engine only during the call (they are copied to the device).
+std::unique_ptr<DeviceEngine> make_cuda_engine(const ModelConfig& cfg, const ModelWeights& w, int device_ordinal);
+
+}  // namespace mere

@@ -1,0 +1,190 @@
+// GPU-machine checks of the CUDA engine (no gtest there): `mere_engine_check [REPO_ROOT]`.
+//  1. transformers goldens (tests/data/goldens/*): CUDA logits vs logits.npy, the foundation bound
+//     max|diff| <= 1e-3 * max|ref| and argmax agreement (>= 99.9%, all rows when fewer than 1000).
+//  2. bundled models vs the PyTorch MTP fixtures (tests/data/mtp/*): main logits, MTP priming
+//     logits, chained drafts 2 and 3 (mirrors tests/model/bundled_mtp_test.cpp on "cuda").
+//  3. CUDA vs the CPU reference on the bundled models: logits NMSE, and greedy 256-token
+//     generations from 8 prompts: CUDA (plain), CUDA with MTP and the CPU must be equal; the first
+//     divergence is reported.
+// Prints one line per check and a summary; exit status 1 when any check fails.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "io/npy.h"
+#include "model/qwen35.h"
+#include "runtime/generator.h"
+
+namespace fs = std::filesystem;
+using namespace mere;
+
+namespace {
+
+int g_fail = 0, g_checks = 0;
+
+void report(bool ok, const std::string& what, const std::string& detail) {
+  ++g_checks;
+  if (!ok) ++g_fail;
+  std::printf("%s %s: %s\n", ok ? "PASS" : "FAIL", what.c_str(), detail.c_str());
+  std::fflush(stdout);
+}
+
+// foundation bound: max|diff| <= 1e-3 max|ref|, argmax agreement; also reports NMSE
+void compare(const float* got, const float* ref, int64_t rows, int64_t V, const std::string& what) {
+  double md = 0, mr = 0, se = 0, sr = 0;
+  int64_t agree = 0;
+  bool finite = true;
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* g = got + t * V;
+    const float* r = ref + t * V;
+    for (int64_t v = 0; v < V; ++v) {
+      finite = finite && std::isfinite(g[v]);
+      const double d = double(g[v]) - r[v];
+      md = std::max(md, std::fabs(d));
+      mr = std::max(mr, std::fabs(double(r[v])));
+      se += d * d;
+      sr += double(r[v]) * r[v];
+    }
+    agree += (std::max_element(g, g + V) - g) == (std::max_element(r, r + V) - r);
+  }
+  const double need = rows >= 1000 ? 0.999 : 1.0;
+  const bool ok = finite && md <= 1e-3 * mr && double(agree) / double(rows) >= need;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "max|d| %.3g (bound %.3g), nmse %.3g, argmax %lld/%lld%s", md, 1e-3 * mr,
+                sr > 0 ? se / sr : 0.0, (long long)agree, (long long)rows, finite ? "" : ", NON-FINITE");
+  report(ok, what, buf);
+}
+
+std::vector<int32_t> read_ids(const std::string& path) {
+  std::vector<int32_t> ids;
+  const Json j = Json::parse_file(path);
+  for (const auto& v : j.as_array()) ids.push_back(static_cast<int32_t>(v.as_int()));
+  return ids;
+}
+
+std::vector<float> logits_all(const Qwen35Model& m, const std::vector<int32_t>& ids, std::vector<float>* hidden) {
+  const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
+  std::vector<float> lg(static_cast<size_t>(T * V));
+  if (hidden) hidden->resize(static_cast<size_t>(T * m.config().hidden_size));
+  SequenceMemory mem = m.new_memory();
+  m.forward(ids.data(), T, mem, hidden ? hidden->data() : nullptr, lg.data(), LogitsMode::All);
+  return lg;
+}
+
+void goldens(const std::string& root) {
+  std::vector<std::string> cases;
+  for (const auto& e : fs::directory_iterator(root + "/tests/data/goldens"))
+    if (fs::exists(e.path() / "logits.npy")) cases.push_back(e.path().string());
+  std::sort(cases.begin(), cases.end());
+  for (const auto& dir : cases) {
+    auto m = Qwen35Model::load(dir, "cuda");
+    const auto ids = read_ids(dir + "/input_ids.json");
+    const auto ref = read_npy_f32(dir + "/logits.npy");
+    const auto got = logits_all(*m, ids, nullptr);
+    compare(got.data(), ref.data.data(), ref.shape[0], m->config().vocab_size,
+            "golden " + fs::path(dir).filename().string());
+  }
+}
+
+void mtp_fixture(const std::string& root, const std::string& name) {
+  const std::string fx = root + "/tests/data/mtp/" + name;
+  auto m = Qwen35Model::load(root + "/models/" + name, "cuda");
+  const int64_t H = m->config().hidden_size, V = m->config().vocab_size;
+  const auto ids = read_ids(fx + "/input_ids.json");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  SequenceMemory mem = m->new_memory();
+  std::vector<float> hidden(static_cast<size_t>(T * H)), lg(static_cast<size_t>(T * V));
+  m->forward(ids.data(), T, mem, hidden.data(), lg.data(), LogitsMode::All);
+  compare(lg.data(), read_npy_f32(fx + "/main_logits.npy").data.data(), T, V, name + " main logits vs PyTorch");
+  std::vector<float> mh(static_cast<size_t>((T - 1) * H)), ml(static_cast<size_t>((T - 1) * V));
+  m->mtp_forward(hidden.data(), ids.data() + 1, T - 1, mem, mh.data(), ml.data());
+  compare(ml.data(), read_npy_f32(fx + "/mtp_logits_1.npy").data.data(), T - 1, V, name + " MTP draft 1 (priming)");
+  const Json drafts = Json::parse_file(fx + "/drafts.json");
+  const auto m2 = read_npy_f32(fx + "/mtp_logits_2.npy"), m3 = read_npy_f32(fx + "/mtp_logits_3.npy");
+  const int64_t P = static_cast<int64_t>(drafts.size());
+  std::vector<float> l2(static_cast<size_t>(P * V)), l3(static_cast<size_t>(P * V));
+  for (int64_t k = 0; k < P; ++k) {
+    const Json& d = drafts.at(static_cast<size_t>(k));
+    const int64_t b = d.at("b").as_int();
+    SequenceMemory f = mem.fork();
+    f.mtp_kv().truncate(b + 1);
+    const int32_t d1 = static_cast<int32_t>(d.at("d1").as_int()), d2 = static_cast<int32_t>(d.at("d2").as_int());
+    std::vector<float> h2(static_cast<size_t>(H)), h3(static_cast<size_t>(H));
+    m->mtp_forward(mh.data() + b * H, &d1, 1, f, h2.data(), l2.data() + k * V);
+    m->mtp_forward(h2.data(), &d2, 1, f, h3.data(), l3.data() + k * V);
+  }
+  compare(l2.data(), m2.data.data(), P, V, name + " MTP draft 2 (chained)");
+  compare(l3.data(), m3.data.data(), P, V, name + " MTP draft 3 (chained)");
+}
+
+std::vector<int32_t> generate(const Qwen35Model& m, const std::vector<int32_t>& prompt, int64_t n, bool mtp) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = n;
+  p.ignore_eos = true;
+  std::vector<int32_t> out;
+  SpeculationOptions spec = mtp ? SpeculationOptions{} : SpeculationOptions::off();
+  if (mtp) spec.mode = SpeculationOptions::Mode::Forced;
+  Generator(m).run(prompt, p, {}, m.config().max_position_embeddings, [&](int32_t id) {
+    out.push_back(id);
+    return true;
+  }, spec);
+  return out;
+}
+
+void parity(const std::string& root, const std::string& name) {
+  auto cpu = Qwen35Model::load(root + "/models/" + name, "ref");
+  auto gpu = Qwen35Model::load(root + "/models/" + name, "cuda");
+  const int64_t V = cpu->config().vocab_size;
+  const auto ids = read_ids(root + "/tests/data/mtp/" + name + "/input_ids.json");
+  {
+    const auto a = logits_all(*cpu, ids, nullptr), b = logits_all(*gpu, ids, nullptr);
+    compare(b.data(), a.data(), static_cast<int64_t>(ids.size()), V, name + " CUDA vs CPU reference logits");
+  }
+  int equal = 0, equal_mtp = 0;
+  const int prompts = 8;
+  for (int p = 0; p < prompts; ++p) {
+    std::vector<int32_t> prompt(ids.begin() + p * 4, ids.begin() + p * 4 + 5 + p);
+    const auto c = generate(*cpu, prompt, 256, false), g = generate(*gpu, prompt, 256, false);
+    const auto gm = gpu->has_mtp() ? generate(*gpu, prompt, 256, true) : g;
+    auto first_diff = [](const std::vector<int32_t>& x, const std::vector<int32_t>& y) {
+      size_t i = 0;
+      while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
+      return i == x.size() && i == y.size() ? -1 : static_cast<long long>(i);
+    };
+    const long long d = first_diff(c, g), dm = first_diff(g, gm);
+    equal += d < 0;
+    equal_mtp += dm < 0;
+    std::printf("  %s prompt %d: cpu %zu tokens, cuda %s, cuda+mtp vs cuda %s\n", name.c_str(), p, c.size(),
+                d < 0 ? "equal" : ("diverges at token " + std::to_string(d)).c_str(),
+                dm < 0 ? "equal" : ("diverges at token " + std::to_string(dm)).c_str());
+  }
+  report(equal * 100 >= 95 * prompts, name + " greedy 256 tokens CUDA == CPU",
+         std::to_string(equal) + "/" + std::to_string(prompts) + " prompts equal");
+  report(equal_mtp == prompts, name + " greedy 256 tokens CUDA+MTP == CUDA",
+         std::to_string(equal_mtp) + "/" + std::to_string(prompts) + " prompts equal");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string root = argc > 1 ? argv[1] : ".";
+  auto guarded = [](const std::string& what, auto&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      report(false, what, std::string("threw: ") + e.what());
+    }
+  };
+  guarded("goldens", [&] { goldens(root); });
+  for (const std::string name : {"qwen35-dense-tiny", "qwen35-moe-tiny"}) {
+    guarded(name + " mtp fixtures", [&] { mtp_fixture(root, name); });
+    guarded(name + " parity", [&] { parity(root, name); });
+  }
+  std::printf("engine_check: %d checks, %d failed\n", g_checks, g_fail);
+  return g_fail ? 1 : 0;
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# CUDA engine checks and decode benchmarks on the GPU machine (docs/cuda-engine.md). Stages:
+#   check    build/engine-carry/mere_engine_check: goldens, MTP fixtures, CUDA vs CPU parity
+#   b27      synth the Qwen3.5-27B geometry (4-bit g64) into /tmp, `mere.run bench --backend cuda`
+#            (graph on and off), ncu per-kernel times of one 1-token forward
+#   b35      the same for the 35B-A3B geometry
+# Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
+# Writes logs and JSON under $OUT (default /tmp/mere-engine-out).
+set -uo pipefail
+OUT=${OUT:-/tmp/mere-engine-out}
+mkdir -p "$OUT"
+B=build/engine-carry
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
+P=${PROMPT:-64}
+G=${GEN:-128}
+bench() {  # name geometry
+  local name=$1 geo=$2 dir=/tmp/synth-$1
+  local t0=$SECONDS
+  [ -d "$dir" ] || $B/mere.run model synth --geometry "$geo" --bits 4 --group-size 64 --out "$dir" --quiet || return 1
+  echo "[engine_run] synth $geo: $((SECONDS - t0)) s"
+  t0=$SECONDS
+  $B/mere.run bench --model "$dir" --backend cuda --prompt-tokens "$P" --gen-tokens "$G" --reps 5 --json \
+    >"$OUT/engine-$name-v1.json" 2>"$OUT/engine-$name-v1.err" || { cat "$OUT/engine-$name-v1.err"; return 1; }
+  echo "[engine_run] bench $name (graph): $((SECONDS - t0)) s"
+  python3 - "$OUT/engine-$name-v1.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["runs"]:
+    print("decode %.1f tok/s [%.1f-%.1f], %.0f GB/s, %.1f%% of copy %.0f GB/s; prefill %.1f tok/s" % (
+        r["decode_tok_s"]["median"], r["decode_tok_s"]["min"], r["decode_tok_s"]["max"],
+        r["decode_weight_gb_s"]["median"], r["decode_pct_of_copy_bw"], d["machine"]["copy_bandwidth_gb_s"],
+        r["prefill_tok_s"]["median"]))
+PY
+  MERE_CUDA_GRAPH=0 $B/mere.run bench --model "$dir" --backend cuda --prompt-tokens 16 --gen-tokens "$G" --reps 3 \
+    --json >"$OUT/engine-$name-nograph.json" 2>/dev/null &&
+    python3 -c "import json,sys;d=json.load(open(sys.argv[1]));r=d['runs'][0];print('no graph: decode %.1f tok/s'%r['decode_tok_s']['median'])" "$OUT/engine-$name-nograph.json"
+  if [ -n "${NCU-1}" ] && command -v ncu >/dev/null; then
+    t0=$SECONDS
+    MERE_CUDA_GRAPH=0 timeout 150 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 3400 \
+      $B/mere.run bench --model "$dir" --backend cuda --prompt-tokens 1 --gen-tokens 1 --reps 1 >"$OUT/ncu-$name.csv" 2>/dev/null
+    echo "[engine_run] ncu $name: $((SECONDS - t0)) s"
+    python3 tools/cuda/ncu_summary.py "$OUT/ncu-$name.csv" | tee "$OUT/ncu-$name-summary.txt"
+  fi
+  rm -rf "$dir"
+}
+for stage in "$@"; do
+  case $stage in
+    check) $B/mere_engine_check . 2>&1 | tee "$OUT/engine_check.log" ;;
+    b27) bench 27b qwen3.5-27b 2>&1 | tee "$OUT/bench-27b.log" ;;
+    b35) bench 35b qwen3.5-35b-a3b 2>&1 | tee "$OUT/bench-35b.log" ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+done

@@ -1,0 +1,28 @@
+"""Per-kernel time of one decode step from `ncu --csv --metrics gpu__time_duration.sum` output: the first
+forward of a 1-token bench run (embedding .. lm_head), grouped by kernel name, sorted by time."""
+import collections, csv, re, sys
+
+rows = []
+with open(sys.argv[1]) as f:
+    lines = [l for l in f if l.startswith('"')]
+for r in csv.DictReader(lines):
+    if r.get("Metric Name") != "gpu__time_duration.sum":
+        continue
+    unit = r.get("Metric Unit", "ns")
+    v = float(r["Metric Value"].replace(",", ""))
+    v *= {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit, 1e-3)
+    m = re.search(r"(\w+_kernel)", r["Kernel Name"])
+    rows.append((m.group(1) if m else r["Kernel Name"][:40], v))
+# the decode step: from the second embed_kernel (the first is the 1-token prefill) to the argmax
+embeds = [i for i, (n, _) in enumerate(rows) if n.startswith("embed")]
+start = embeds[1] if len(embeds) > 1 else 0
+end = next((i + 1 for i, (n, _) in enumerate(rows) if i >= start and n.startswith("argmax")), len(rows))
+step = rows[start:end]
+agg = collections.defaultdict(lambda: [0, 0.0])
+for n, v in step:
+    agg[n][0] += 1
+    agg[n][1] += v
+total = sum(v for _, v in step)
+print("one decode step (T=1, no graph): %d kernels, %.1f us of kernel time" % (len(step), total))
+for n, (c, v) in sorted(agg.items(), key=lambda x: -x[1][1]):
+    print("  %-40s %5d launches %9.1f us  %5.1f%%" % (n, c, v, 100 * v / total if total else 0))
