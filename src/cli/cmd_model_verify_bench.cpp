@@ -38,6 +38,10 @@ int run(const Args& a) {
   o.prompt_tokens = a.get_int("prompt-tokens", 512);
   o.passes = a.get_int("passes", 16);
   o.reps = a.get_int("reps", 5);
+  if (a.has("parity-depths")) o.parity_depths = parse_widths(a.get("parity-depths"));
+  o.parity_tokens = a.get_int("parity-tokens", 64);
+  for (int64_t d : o.parity_depths)
+    MERE_CHECK(d >= 1 && d <= 15, "verify-bench", "--parity-depths: each depth must be in 1..15, got ", d);
   const int64_t threads = a.get_int("threads", 0);
   MERE_CHECK(threads >= 0 && threads <= 1024, "verify-bench", "--threads: expected 0..1024, got ", threads);
   if (threads > 0) set_default_threads(static_cast<int>(threads));
@@ -48,10 +52,14 @@ int run(const Args& a) {
   });
   doc["model"] = a.require("model");
   doc["backend"] = model->backend().name();
+  bool ok = true;
+  for (const Json& w : doc.at("widths").as_array()) ok = ok && w.at("oracle_mismatches").as_int() == 0;
+  if (const Json* par = doc.find("parity"))
+    for (const Json& p : par->as_array()) ok = ok && p.at("equal").as_bool();
   if (a.flag("json")) {
     const JsonDumpOptions pretty{2, ",", ": "};  // aggregate init (GCC 12 -O3 misreads member-wise string assignment)
     std::printf("%s\n", doc.dump(pretty).c_str());
-    return 0;
+    return ok ? 0 : 1;
   }
   std::printf("width  tokens/s median [min-max]      pass ms   vs width 1  oracle mismatches\n");
   for (const Json& w : doc.at("widths").as_array()) {
@@ -67,7 +75,16 @@ int run(const Args& a) {
     std::printf("; MTP head step %.3f ms = %.3f of a target step", doc.at("head_step_ms").at("median").as_number(),
                 doc.at("head_cost_ratio").as_number());
   std::printf("\n");
-  return 0;
+  if (const Json* par = doc.find("parity")) {
+    for (const Json& p : par->as_array())
+      std::printf("parity, forced depth %lld: %s (%lld rounds, %lld/%lld drafts accepted)\n",
+                  static_cast<long long>(p.at("depth").as_int()),
+                  p.at("equal").as_bool() ? "equal"
+                                          : cat("DIVERGES at token ", p.at("first_divergence").as_int()).c_str(),
+                  static_cast<long long>(p.at("rounds").as_int()), static_cast<long long>(p.at("accepted").as_int()),
+                  static_cast<long long>(p.at("drafted").as_int()));
+  }
+  return ok ? 0 : 1;
 }
 
 }  // namespace
@@ -77,13 +94,17 @@ MERE_COMMAND(Command{
     "oracle-fed MTP verification throughput by pass width, and the head's cost vs a target step",
     "A greedy continuation is decoded serially first; every width then re-runs it from the same\n"
     "prefilled state in passes of that many rows (all drafts accepted), checking each row against\n"
-    "the serial decode. Speedup = tokens/s of width w over width 1. See docs/speculation.md.",
+    "the serial decode. Speedup = tokens/s of width w over width 1. --parity-depths adds greedy\n"
+    "parity runs with MTP forced at each depth. Exit 1 when any row or parity run differs.\n"
+    "See docs/speculation.md.",
     {
         {"model", "DIR", "model directory (required)", ""},
         {"widths", "LIST", "comma-separated pass widths (1..16)", "1,4,8,9"},
         {"prompt-tokens", "N", "context prefilled before the passes", "512"},
         {"passes", "N", "passes per repetition and width", "16"},
         {"reps", "N", "measured repetitions (after one warm-up)", "5"},
+        {"parity-depths", "LIST", "also check greedy parity with MTP forced at these depths (comma-separated)", ""},
+        {"parity-tokens", "N", "greedy tokens per parity run (EOS ignored)", "64"},
         {"backend", "NAME", "compute backend: ref, cpu (or cuda where built)", "cpu"},
         {"threads", "N", "CPU worker threads (0: physical cores)", "0"},
         {"json", "", "print one JSON document on stdout", ""},

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "runtime/generator.h"
 
 namespace mere {
 namespace {
@@ -142,6 +143,54 @@ Json run_verify_bench(const Qwen35Model& model, const VerifyBenchOptions& o,
     }
     out["head_step_ms"] = stats(head_ms);
     out["head_cost_ratio"] = median(head_ms) / out.at("target_step_ms").at("median").as_number();
+  }
+  if (!o.parity_depths.empty()) {
+    MERE_CHECK(model.has_mtp(), "verify-bench", "--parity-depths: the model has no MTP head");
+    MERE_CHECK(o.parity_tokens >= 1, "verify-bench", "--parity-tokens: expected >= 1");
+    SamplingParams sp;
+    sp.temperature = 0.0f;
+    sp.max_tokens = o.parity_tokens;
+    sp.ignore_eos = true;
+    const int64_t ctx = o.prompt_tokens + o.parity_tokens + 16;
+    auto generate = [&](const SpeculationOptions& spec, GenerationStats* st) {
+      std::vector<int32_t> ids;
+      Generator g(model);
+      *st = g.run(prompt, sp, {}, ctx, [&](int32_t id) {
+        ids.push_back(id);
+        return true;
+      }, spec);
+      return ids;
+    };
+    say("parity: " + std::to_string(o.parity_tokens) + " greedy tokens without MTP");
+    GenerationStats st;
+    const std::vector<int32_t> serial = generate(SpeculationOptions::off(), &st);
+    Json parity = Json::array();
+    for (int64_t d : o.parity_depths) {
+      say("parity: forced depth " + std::to_string(d));
+      SpeculationOptions spec;
+      spec.mode = SpeculationOptions::Mode::Forced;
+      spec.forced_depth = static_cast<int>(d);
+      spec.block_size = std::max(o.parity_block_size, static_cast<int>(d) + 1);  // room for d drafts
+      const std::vector<int32_t> got = generate(spec, &st);
+      int64_t first = -1;
+      for (size_t i = 0; i < std::max(got.size(), serial.size()); ++i)
+        if (i >= got.size() || i >= serial.size() || got[i] != serial[i]) {
+          first = static_cast<int64_t>(i);
+          break;
+        }
+      Json e = Json::object();
+      e["depth"] = d;
+      e["equal"] = first < 0;
+      e["first_divergence"] = first;
+      e["tokens"] = static_cast<int64_t>(got.size());
+      e["rounds"] = st.accel.rounds;
+      e["drafted"] = st.accel.drafted;
+      e["accepted"] = st.accel.accepted;
+      e["route"] = st.accel.route;
+      parity.push_back(std::move(e));
+    }
+    out["parity"] = std::move(parity);
+    out["parity_tokens"] = o.parity_tokens;
   }
   out["widths"] = std::move(widths);
   out["prompt_tokens"] = o.prompt_tokens;

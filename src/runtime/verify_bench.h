@@ -21,10 +21,17 @@ struct VerifyBenchOptions {
   int64_t passes = 16;                      // passes per repetition (each width: passes x w tokens)
   int64_t reps = 5;                         // measured repetitions after one warm-up
   uint32_t seed = 12345;                    // pseudo-random prompt ids
+  // Greedy parity with forced MTP depths (issue 7 at real geometries: with random weights nearly
+  // every draft is rejected, so rollback runs every round): `parity_tokens` greedy tokens (EOS
+  // ignored) with MTP off, then with each forced depth; ids must be equal. Empty: skipped.
+  std::vector<int64_t> parity_depths;
+  int64_t parity_tokens = 64;
+  int parity_block_size = 0;  // 0: the model's default block size
 };
 
 // Returns {"widths": [{width, tokens_per_s {median,min,max}, pass_ms, speedup_vs_width1,
-// oracle_mismatches}], "target_step_ms", "head_step_ms", "head_cost_ratio", ...}.
+// oracle_mismatches}], "target_step_ms", "head_step_ms", "head_cost_ratio", "parity": [{depth,
+// equal, first_divergence, rounds, accepted, drafted}], ...}.
 // progress (may be empty) is called with a line of text before each measurement.
 Json run_verify_bench(const Qwen35Model& model, const VerifyBenchOptions& opt,
                       const std::function<void(const std::string&)>& progress = {});

@@ -58,7 +58,7 @@ check shape-contradicts nonzero "contradicts the config" -- "$bin" model info --
 corrupt; sed -i 's/Qwen3_5ForConditionalGeneration/LlamaForCausalLM/' "$bad/config.json"
 check unknown-arch nonzero "unknown architecture" -- "$bin" model info --model "$bad"
 
-check verify-bench 0 '"head_cost_ratio"' -- "$bin" model verify-bench --model "$m" --prompt-tokens 8 --passes 2 --reps 1 --widths 1,3 --json --quiet
+check verify-bench 0 '"first_divergence": -1' -- "$bin" model verify-bench --model "$m" --prompt-tokens 8 --passes 2 --reps 1 --widths 1,3 --parity-depths 1,2 --parity-tokens 8 --json --quiet
 if [ "$(grep -c '"oracle_mismatches": 0' "$tmp/out")" != 2 ]; then echo "FAIL verify-bench: a pass row differs from the serial decode"; cat "$tmp/out"; fails=$((fails+1)); fi
 check verify-bench-bad-width nonzero "width" -- "$bin" model verify-bench --model "$m" --widths 1,0
 

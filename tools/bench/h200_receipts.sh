@@ -5,7 +5,7 @@
 # verification benchmark at the 27B geometry. Runs on the GPU machine from the repo root with the
 # CUDA build of mere.run carried in $B (default build/engine-carry).
 # Usage: REV=<git sha> bash tools/bench/h200_receipts.sh [models...]   (default: all four)
-# Writes $OUT/receipts.tar.gz (bench/receipts/h200-<stamp>/...), $OUT/summary.md, $OUT/*.log/json.
+# Writes $OUT/receipts.tar.gz (bench/receipts/h200-<stamp>/: receipts per model, verify-bench JSON) and $OUT/summary.md.
 set -uo pipefail
 OUT=${OUT:-/tmp/mere-receipts-out}
 B=${B:-build/engine-carry}
@@ -16,7 +16,7 @@ R=/tmp/receipts/h200-$STAMP
 mkdir -p "$OUT" "$R"
 models=("$@")
 [ ${#models[@]} -eq 0 ] && models=(qwen35-dense-tiny qwen35-moe-tiny synth-27b synth-35b-a3b)
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv >"$R/gpu.txt" 2>&1
 collect() {  # name dir outdir [collector flags...]
   local name=$1 dir=$2 out=$3
   shift 3
@@ -38,11 +38,15 @@ for m in "${models[@]}"; do
   fi
   collect "$m" "$dir" "$R/$m" --workloads code chat prose math summary --variants baseline,adaptive
   collect "$m" "$dir" "$R/$m-reversed" --workloads code prose --variants adaptive,baseline
-  if [ "$m" = synth-27b ]; then
-    "$B/mere.run" model verify-bench --model "$dir" --backend cuda --widths 1,4,8,9 --prompt-tokens 512 --passes 16 \
-      --reps 5 --json --quiet >"$OUT/verify-bench-27b.json" 2>"$OUT/verify-bench-27b.err"
-    echo "[receipts] verify-bench 27b: exit $?"
-  fi
+  # issue 7 on CUDA: oracle-fed verification by width, head cost, and greedy parity with MTP forced
+  # at every depth 1..B-1 (random weights: nearly every draft is rejected, rollback every round)
+  case $m in
+    synth-27b) depths=1,2,3,4,5,6,7 ;;
+    *) depths=1,2,3 ;;
+  esac
+  "$B/mere.run" model verify-bench --model "$dir" --backend cuda --widths 1,2,4,8,9 --prompt-tokens 512 --passes 16 \
+    --reps 5 --parity-depths $depths --parity-tokens 64 --json --quiet >"$R/verify-bench-$m.json" 2>"$R/verify-bench-$m.err"
+  echo "[receipts] verify-bench $m: exit $? (1 = a row or a parity run differs)"
   echo "[receipts] $m done in $((SECONDS - t0)) s"
   [ -n "$geo" ] && rm -rf "$dir"
 done
