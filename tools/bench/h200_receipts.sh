@@ -4,7 +4,8 @@
 # baseline,adaptive, plus reversed-order controls for code and prose; and (issue 7) the oracle-fed
 # verification benchmark at the 27B geometry. Runs on the GPU machine from the repo root with the
 # CUDA build of mere.run carried in $B (default build/engine-carry).
-# Usage: REV=<git sha> bash tools/bench/h200_receipts.sh [models...]   (default: all four)
+# Usage: REV=<git sha> bash tools/bench/h200_receipts.sh [check] [models...]   (default: all four models)
+# ("check" runs $B/mere_engine_check first; synthetic models also get `mere.run bench` at 512/128.)
 # Writes $OUT/receipts.tar.gz (bench/receipts/h200-<stamp>/: receipts per model, verify-bench JSON) and $OUT/summary.md.
 set -uo pipefail
 OUT=${OUT:-/tmp/mere-receipts-out}
@@ -27,6 +28,11 @@ collect() {  # name dir outdir [collector flags...]
 }
 for m in "${models[@]}"; do
   t0=$SECONDS
+  if [ "$m" = check ]; then  # the engine's correctness checks first (goldens, fixtures, parity)
+    "$B/mere_engine_check" . >"$R/engine_check.log" 2>&1
+    echo "[receipts] engine_check: exit $? ($(tail -1 "$R/engine_check.log"))"
+    continue
+  fi
   case $m in
     synth-27b) dir=/tmp/synth-27b; geo=qwen3.5-27b ;;
     synth-35b-a3b) dir=/tmp/synth-35b-a3b; geo=qwen3.5-35b-a3b ;;
@@ -35,6 +41,11 @@ for m in "${models[@]}"; do
   if [ -n "$geo" ] && [ ! -d "$dir" ]; then
     "$B/mere.run" model synth --geometry "$geo" --bits 4 --group-size 64 --out "$dir" --quiet || { echo "synth $geo failed"; continue; }
     echo "[receipts] synth $geo: $((SECONDS - t0)) s"
+  fi
+  if [ -n "$geo" ]; then  # issue 6: prefill 512 / decode 128 throughput against the device copy bandwidth
+    "$B/mere.run" bench --model "$dir" --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 5 --json \
+      >"$R/bench-$m.json" 2>"$R/bench-$m.err"
+    echo "[receipts] bench $m: exit $?"
   fi
   collect "$m" "$dir" "$R/$m" --workloads code chat prose math summary --variants baseline,adaptive
   collect "$m" "$dir" "$R/$m-reversed" --workloads code prose --variants adaptive,baseline
