@@ -2,38 +2,46 @@
 # CUDA engine checks and decode benchmarks on the GPU machine (docs/cuda-engine.md). Stages:
 #   check    build/engine-carry/mere_engine_check: goldens, MTP fixtures, CUDA vs CPU parity
 #   b27      synth the Qwen3.5-27B geometry (4-bit g64) into /tmp, `mere.run bench --backend cuda`
-#            (graph on and off), ncu per-kernel times of one 1-token forward
+#            (graph on and off), ncu per-kernel times of one 1-token forward, GPU memory peak
 #   b35      the same for the 35B-A3B geometry
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
-# Writes logs and JSON under $OUT (default /tmp/mere-engine-out).
+# Writes logs and JSON under $OUT (default /tmp/mere-engine-out). Env: B (binaries, default
+# build/engine-carry), PROMPT / GEN (bench tokens), TAG (JSON name), NCU= / NOGRAPH= (empty: skip).
 set -uo pipefail
 OUT=${OUT:-/tmp/mere-engine-out}
 mkdir -p "$OUT"
-B=build/engine-carry
+B=${B:-build/engine-carry}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
 P=${PROMPT:-64}
 G=${GEN:-128}
 bench() {  # name geometry
-  local name=$1 geo=$2 dir=/tmp/synth-$1
+  local name=$1 geo=$2 dir=/tmp/synth-$1 tag=${TAG:-v1}
   local t0=$SECONDS
   [ -d "$dir" ] || $B/mere.run model synth --geometry "$geo" --bits 4 --group-size 64 --out "$dir" --quiet || return 1
   echo "[engine_run] synth $geo: $((SECONDS - t0)) s"
   t0=$SECONDS
+  # GPU memory high-water mark of the bench process (nvidia-smi every 100 ms; includes the CUDA context)
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"/tmp/mem-$name.txt" 2>/dev/null &
+  local smi=$!
   $B/mere.run bench --model "$dir" --backend cuda --prompt-tokens "$P" --gen-tokens "$G" --reps 5 --json \
-    >"$OUT/engine-$name-v1.json" 2>"$OUT/engine-$name-v1.err" || { cat "$OUT/engine-$name-v1.err"; return 1; }
-  echo "[engine_run] bench $name (graph): $((SECONDS - t0)) s"
-  python3 - "$OUT/engine-$name-v1.json" <<'PY'
+    >"$OUT/engine-$name-$tag.json" 2>"/tmp/engine-$name-$tag.err" || { kill $smi; cat "/tmp/engine-$name-$tag.err"; return 1; }
+  kill $smi 2>/dev/null
+  echo "[engine_run] bench $name (graph): $((SECONDS - t0)) s; GPU memory peak $(sort -n "/tmp/mem-$name.txt" | tail -1) MiB"
+  python3 - "$OUT/engine-$name-$tag.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["runs"]:
-    print("decode %.1f tok/s [%.1f-%.1f], %.0f GB/s, %.1f%% of copy %.0f GB/s; prefill %.1f tok/s" % (
+    print("decode %.1f tok/s [%.1f-%.1f], %.0f GB/s, %.1f%% of copy %.0f GB/s; prefill %.1f tok/s [%.1f-%.1f]" % (
         r["decode_tok_s"]["median"], r["decode_tok_s"]["min"], r["decode_tok_s"]["max"],
         r["decode_weight_gb_s"]["median"], r["decode_pct_of_copy_bw"], d["machine"]["copy_bandwidth_gb_s"],
-        r["prefill_tok_s"]["median"]))
+        r["prefill_tok_s"]["median"], r["prefill_tok_s"]["min"], r["prefill_tok_s"]["max"]))
+print("memory", json.dumps(d.get("memory")))
 PY
-  MERE_CUDA_GRAPH=0 $B/mere.run bench --model "$dir" --backend cuda --prompt-tokens 16 --gen-tokens "$G" --reps 3 \
-    --json >"$OUT/engine-$name-nograph.json" 2>/dev/null &&
-    python3 -c "import json,sys;d=json.load(open(sys.argv[1]));r=d['runs'][0];print('no graph: decode %.1f tok/s'%r['decode_tok_s']['median'])" "$OUT/engine-$name-nograph.json"
+  if [ -n "${NOGRAPH-1}" ]; then
+    MERE_CUDA_GRAPH=0 $B/mere.run bench --model "$dir" --backend cuda --prompt-tokens 16 --gen-tokens "$G" --reps 3 \
+      --json >"$OUT/engine-$name-$tag-nograph.json" 2>/dev/null &&
+      python3 -c "import json,sys;d=json.load(open(sys.argv[1]));r=d['runs'][0];print('no graph: decode %.1f tok/s'%r['decode_tok_s']['median'])" "$OUT/engine-$name-$tag-nograph.json"
+  fi
   if [ -n "${NCU-1}" ] && command -v ncu >/dev/null; then
     t0=$SECONDS
     MERE_CUDA_GRAPH=0 timeout 150 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 3400 \

@@ -68,11 +68,26 @@ class CudaEngine final : public DeviceEngine {
                        float* out);
   void gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, int64_t T, int64_t trace_row0,
                  float* out);
-  void ffn_block(const DLayer& L, const float* xn, int64_t T, float* out);
+  void ffn_block(const DLayer& L, const float* xn, int64_t T, float* x);  // x += ffn(xn)
   void linear(const DMat& W, const float* x, int64_t T, float* y);
   // several matrices over the same x: the quantised ones of one bit width share one prepare
   void linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T);
   void download(void* host, const void* dev, size_t bytes);
+
+  // Prefill (engine_prefill.cpp): untraced calls of T >= kGemmRows rows run in passes of up to
+  // kPrefillChunk rows on the tensor-core kernels (qgemm, grouped MoE, gdn_prefill,
+  // attention_prefill) instead of 9-row slices. MERE_CUDA_PREFILL=exact turns it off.
+  static constexpr int64_t kGemmRows = 16, kPrefillChunk = 512;
+  struct Prefill;
+  static bool prefill_gemm_enabled();
+  void alloc_prefill();
+  void prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_t pos0, float* hidden, float* logits,
+               LogitsMode mode, int32_t* argmax_out);
+  void prefill_attention(const DAttn& a, float* kc, float* vc, int64_t T, int64_t pos0, float* out);
+  void prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_t T, float* out);
+  void prefill_ffn(const DLayer& L, int64_t T, float* out);
+  void gemm_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T);
+  std::shared_ptr<Prefill> pf_;  // prefill scratch, allocated on the first prefill
 
   ModelConfig cfg_;
   CudaDevice dev_;

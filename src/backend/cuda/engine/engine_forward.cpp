@@ -87,18 +87,28 @@ void CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
   linear(g.out, gout_, T, out);
 }
 
-void CudaEngine::ffn_block(const DLayer& L, const float* xn, int64_t T, float* out) {
+// x += ffn(xn). MoE with 4/8-bit experts: router + shared-expert gate (one prepare), routing (a
+// warp per token), one launch for gate+up+SwiGLU of the K experts and the shared expert, one for
+// down + combine + residual add (k_moe.cu); other formats take the generic gathered matvec.
+void CudaEngine::ffn_block(const DLayer& L, const float* xn, int64_t T, float* x) {
   cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size;
   if (!cfg_.is_moe) {
     linear_shared({{&L.mlp.gate, f1_}, {&L.mlp.up, f2_}}, xn, T);
     k::swiglu(s, f1_, f2_, T * L.mlp.gate.rows);
-    linear(L.mlp.down, f1_, T, out);
+    linear(L.mlp.down, f1_, T, o_);
+    k::add(s, x, o_, T * H);
     return;
   }
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, Ie = L.experts.gate.rows;
-  linear(L.router, xn, T, rlog_);
+  linear_shared({{&L.router, rlog_}, {&L.shared_gate, sg_}}, xn, T);
   k::moe_route(s, rlog_, T, E, K, cfg_.norm_topk_prob, ridx_, rw_);
+  if (k::moe_fused_supported(L.experts.gate, L.experts.up, L.experts.down, L.shared.gate, L.shared.up,
+                             L.shared.down, K)) {
+    k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_);
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
+    return;
+  }
   k::gemv(s, L.experts.gate, xn, T * K, K, ridx_, eg_);
   k::gemv(s, L.experts.up, xn, T * K, K, ridx_, eu_);
   k::swiglu(s, eg_, eu_, T * K * Ie);
@@ -106,8 +116,8 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, int64_t T, float* o
   linear_shared({{&L.shared.gate, f1_}, {&L.shared.up, f2_}}, xn, T);
   k::swiglu(s, f1_, f2_, T * L.shared.gate.rows);
   linear(L.shared.down, f1_, T, sh_);
-  linear(L.shared_gate, xn, T, sg_);
-  k::moe_combine(s, ey_, rw_, sh_, sg_, T, K, H, out);
+  k::moe_combine(s, ey_, rw_, sh_, sg_, T, K, H, o_);
+  k::add(s, x, o_, T * H);
 }
 
 void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
@@ -118,10 +128,8 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   k::rms_norm(s, x, H, L.input_norm, T, H, eps, xn_, H);
   if (L.kind == LayerKind::Full) attention_block(L.attn, xn_, T, kc, vc, pos, o_);
   else gdn_block(L.gdn, st, L.index, xn_, T, trace_row0, o_);
-  k::add(s, x, o_, T * H);
-  k::rms_norm(s, x, H, L.post_norm, T, H, eps, xn_, H);
-  ffn_block(L, xn_, T, o_);
-  k::add(s, x, o_, T * H);
+  k::add_rms_norm(s, x, o_, L.post_norm, T, H, eps, xn_);  // x += o; xn = rmsnorm(x) * w
+  ffn_block(L, xn_, T, x);
 }
 
 void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool all_logits, bool last_logits,
@@ -156,6 +164,12 @@ void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, flo
     st.traced_rows = T;
   }
   st.ensure_kv(pos0 + T, false);
+  if (T >= kGemmRows && !opt.trace && prefill_gemm_enabled()) {  // tensor-core prefill (engine_prefill.cpp)
+    prefill(st, ids, T, pos0, hidden, logits, mode, opt.argmax);
+    dev_.synchronize("cuda forward (prefill)");
+    mem.advance(T);
+    return;
+  }
   const bool all = logits && mode == LogitsMode::All, last = logits && mode == LogitsMode::Last;
   for (int64_t c0 = 0; c0 < T; c0 += kRows) {
     const int64_t Tc = std::min(kRows, T - c0);

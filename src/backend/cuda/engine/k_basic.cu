@@ -35,14 +35,23 @@ __global__ void embed_kernel(const void* data, const uint16_t* scales, const uin
 
 constexpr int kNormThreads = 256;
 __global__ void __launch_bounds__(kNormThreads)
-    rms_norm_kernel(const float* __restrict__ x, int64_t xs, const float* __restrict__ w, int n, float eps,
-                    float* __restrict__ y, int64_t ys) {
+    rms_norm_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
+                    float eps, float* __restrict__ y, int64_t ys) {
   __shared__ float partial[kNormThreads / 32];
   __shared__ float scale;
-  const float* xr = x + blockIdx.x * xs;
+  float* xr = x + blockIdx.x * xs;
   float* yr = y + blockIdx.x * ys;
   float ss = 0.0f;
-  for (int i = threadIdx.x; i < n; i += kNormThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
+  if (add) {  // fused residual add: x += add (row stride n), then the norm of the sum
+    const float* ar = add + static_cast<int64_t>(blockIdx.x) * n;
+    for (int i = threadIdx.x; i < n; i += kNormThreads) {
+      const float v = __fadd_rn(xr[i], ar[i]);
+      xr[i] = v;
+      ss = __fmaf_rn(v, v, ss);
+    }
+  } else {
+    for (int i = threadIdx.x; i < n; i += kNormThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
+  }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
@@ -165,8 +174,14 @@ void embed(cudaStream_t s, const DMat& E, const int32_t* ids, int64_t T, float* 
 
 void rms_norm(cudaStream_t s, const float* x, int64_t xs, const float* w, int64_t T, int64_t n, float eps, float* y,
               int64_t ys) {
-  rms_norm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, xs, w, static_cast<int>(n), eps, y, ys);
+  rms_norm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(const_cast<float*>(x), xs, nullptr, w,
+                                                                     static_cast<int>(n), eps, y, ys);
   MERE_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+}
+
+void add_rms_norm(cudaStream_t s, float* x, const float* o, const float* w, int64_t T, int64_t n, float eps, float* y) {
+  rms_norm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, n, o, w, static_cast<int>(n), eps, y, n);
+  MERE_CUDA_CHECK_LAUNCH("rms_norm_kernel (add)");
 }
 
 void add(cudaStream_t s, float* x, const float* y, int64_t n) {

@@ -1,41 +1,330 @@
-// MoE routing and combination on the device (mirrors Qwen35Model::ffn_block): softmax over the
-// router logits in fp32, top-k by probability with the lowest index first on ties, renormalised;
-// the selected experts run through k::gemv with the ids read on the device (no host round trip).
+// MoE routing and the selected-expert FFN on the device (mirrors Qwen35Model::ffn_block).
+//  * moe_route: a warp per token: softmax over the router logits in fp32, top-k by probability with
+//    the lowest index first on ties, renormalised (the CPU's semantics), nothing on the host.
+//  * moe_gate_up: ONE launch for the gate and up rows of all K selected experts and of the shared
+//    expert (expert ids read on the device), SwiGLU fused: h[t,k,r] = silu(g) * u.
+//  * moe_down: ONE launch for the down rows of all K experts and the shared expert, combined in a
+//    fixed order (sum_k w_k y_k, then + sigmoid(sg) * shared) and optionally added to the residual.
+// The quantised dot product follows qmatvec's contract (qmatvec.h): lane l takes 16-byte code
+// chunks j = l, l+32, ...; per chunk qx = fma chain over its columns, acc = fma(scale, qx,
+// fma(bias, sum_chunk(x), acc)); then an xor butterfly. Every value depends on its own token's
+// data only, in an order fixed by the shapes: a T-row call gives every row bitwise the T=1 result.
+// x lives in shared memory, prescaled per code slot (as qmatvec_prepare) and padded per chunk
+// (stride E+4 floats: the float4 reads of 8 consecutive lanes hit distinct banks).
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/kernels.h"
 
 namespace mere::cuda::k {
 namespace {
 
-// one thread per row: E is at most a few hundred, the order is the CPU's
-__global__ void moe_route_kernel(const float* logits, int E, int K, bool renorm, int32_t* idx, float* w) {
-  extern __shared__ float sm[];  // p[E], taken[E]
-  float* p = sm;
-  float* taken = sm + E;
-  const int t = blockIdx.x;
-  if (threadIdx.x != 0) return;
+constexpr int kRouteThreads = 32;
+
+__global__ void __launch_bounds__(kRouteThreads)
+    moe_route_kernel(const float* __restrict__ logits, int E, int K, bool renorm, int32_t* __restrict__ idx,
+                     float* __restrict__ w) {
+  extern __shared__ float p[];  // [E] probabilities, then [K] the selected ones
+  const int t = blockIdx.x, lane = threadIdx.x;
   const float* lg = logits + static_cast<int64_t>(t) * E;
-  float mx = lg[0];
-  for (int e = 1; e < E; ++e) mx = fmaxf(mx, lg[e]);
+  float mx = -INFINITY;
+  for (int e = lane; e < E; e += 32) mx = fmaxf(mx, lg[e]);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   float sum = 0.0f;
-  for (int e = 0; e < E; ++e) {
-    p[e] = expf(__fsub_rn(lg[e], mx));
-    sum = __fadd_rn(sum, p[e]);
-    taken[e] = 0.0f;
+  for (int e = lane; e < E; e += 32) {
+    const float v = expf(__fsub_rn(lg[e], mx));
+    p[e] = v;
+    sum = __fadd_rn(sum, v);
   }
-  for (int e = 0; e < E; ++e) p[e] = __fdiv_rn(p[e], sum);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, off));
+  for (int e = lane; e < E; e += 32) p[e] = __fdiv_rn(p[e], sum);
+  __syncwarp();
   float topsum = 0.0f;
   for (int k = 0; k < K; ++k) {
-    int best = -1;
-    for (int e = 0; e < E; ++e)
-      if (taken[e] == 0.0f && (best < 0 || p[e] > p[best])) best = e;
-    taken[best] = 1.0f;
-    idx[t * K + k] = best;
-    topsum = __fadd_rn(topsum, p[best]);
+    float bv = -1.0f;
+    int bi = E;
+    for (int e = lane; e < E; e += 32) {
+      const float v = p[e];
+      if (v > bv) {  // ascending e per lane: the first of equal values wins
+        bv = v;
+        bi = e;
+      }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    // every lane holds the same (bv, bi); taken entries become -2 (probabilities are >= 0)
+    if (bi >= E) bi = 0;  // only with NaN logits
+    __syncwarp();
+    if (lane == 0) {
+      p[bi] = -2.0f;
+      p[E + k] = bv;
+      idx[t * K + k] = bi;
+    }
+    __syncwarp();
+    topsum = __fadd_rn(topsum, bv);  // the CPU's order: k = 0, 1, ...
   }
-  for (int k = 0; k < K; ++k) {
-    const float pk = p[idx[t * K + k]];
-    w[t * K + k] = renorm ? __fdiv_rn(pk, topsum) : pk;
+  for (int k = lane; k < K; k += 32) w[t * K + k] = renorm ? __fdiv_rn(p[E + k], topsum) : p[E + k];
+}
+
+__device__ __forceinline__ float bf(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+
+constexpr uint32_t kMagic = 0x4B000000u;
+constexpr float kMagicF = 8388608.0f;
+
+template <uint32_t kMask>
+__device__ __forceinline__ float magic_minus(uint32_t w) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(w), "n"(kMask), "r"(kMagic));
+  return __fsub_rn(__uint_as_float(r), kMagicF);
+}
+
+// one word of codes -> q * 2^(BITS*slot) exactly (x is prescaled by the inverse)
+template <int BITS>
+__device__ __forceinline__ void dequant_word(uint32_t w, float* d) {
+  if constexpr (BITS == 4) {
+    d[0] = magic_minus<0x0000000Fu>(w);
+    d[1] = magic_minus<0x000000F0u>(w);
+    d[2] = magic_minus<0x00000F00u>(w);
+    d[3] = magic_minus<0x0000F000u>(w);
+    d[4] = magic_minus<0x000F0000u>(w);
+    const uint32_t h = w >> 20;
+    d[5] = magic_minus<0x0000000Fu>(h);
+    d[6] = magic_minus<0x000000F0u>(h);
+    d[7] = magic_minus<0x00000F00u>(h);
+  } else {
+    d[0] = magic_minus<0x000000FFu>(w);
+    d[1] = magic_minus<0x0000FF00u>(w);
+    const uint32_t h = w >> 16;
+    d[2] = magic_minus<0x000000FFu>(h);
+    d[3] = magic_minus<0x0000FF00u>(h);
+  }
+}
+
+template <int BITS>
+__device__ __forceinline__ float slot_prescale(int s) {
+  if constexpr (BITS == 4) {
+    constexpr float k4[8] = {1.0f, 0.0625f, 0.00390625f, 0.000244140625f, 1.52587890625e-05f, 1.0f, 0.0625f,
+                             0.00390625f};
+    return k4[s];
+  } else {
+    return (s & 1) ? 0.00390625f : 1.0f;
+  }
+}
+
+template <int BITS>
+struct Geo {
+  static constexpr int E = 128 / BITS;  // columns of a 16-byte chunk
+  static constexpr int PW = 32 / BITS;  // columns of a word
+  static constexpr int S = E + 4;       // padded floats of a chunk in shared memory
+};
+
+// Shared x: chunks [0, nchunk) of src (contiguous floats), prescaled, padded; xsum[c] = sum of the
+// chunk's raw values in column order. Block-cooperative; the caller synchronises.
+template <int BITS>
+__device__ __forceinline__ void fill_x(const float* __restrict__ src, int nchunk, float* xs, float* xsum) {
+  using G = Geo<BITS>;
+  for (int c = threadIdx.x; c < nchunk; c += blockDim.x) {
+    const float* xr = src + static_cast<int64_t>(c) * G::E;
+    float s = 0.0f;
+#pragma unroll
+    for (int e = 0; e < G::E; e += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(xr + e);
+      s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v.x), v.y), v.z), v.w);
+      float4 o;
+      o.x = __fmul_rn(v.x, slot_prescale<BITS>((e + 0) % G::PW));
+      o.y = __fmul_rn(v.y, slot_prescale<BITS>((e + 1) % G::PW));
+      o.z = __fmul_rn(v.z, slot_prescale<BITS>((e + 2) % G::PW));
+      o.w = __fmul_rn(v.w, slot_prescale<BITS>((e + 3) % G::PW));
+      *reinterpret_cast<float4*>(xs + c * G::S + e) = o;
+    }
+    xsum[c] = s;
+  }
+}
+
+struct QRow {
+  const uint4* codes;  // the row's chunks
+  const uint16_t* sc;  // the row's group scales / biases
+  const uint16_t* bi;
+  int xoff;            // first chunk of this row's x in shared memory
+};
+
+__device__ __forceinline__ QRow qrow(const DMat& M, int64_t row, int xoff) {
+  const int64_t nchunk = M.cols * M.bits / 128, ng = M.cols / 64;
+  return QRow{reinterpret_cast<const uint4*>(M.data) + row * nchunk, M.scales + row * ng, M.biases + row * ng, xoff};
+}
+
+// NR row-dots of nchunk chunks each over shared x; returns the butterfly-reduced sums (all lanes).
+// The first chunk set (j = lane) may be preloaded into wv by the caller (preloaded = true).
+template <int BITS, int NR>
+__device__ __forceinline__ void load_rows(const QRow (&r)[NR], int j, int nchunk, uint4 (&wv)[NR]) {
+  if (j < nchunk) {
+#pragma unroll
+    for (int i = 0; i < NR; ++i) wv[i] = __ldg(r[i].codes + j);
+  }
+}
+
+template <int BITS, int NR>
+__device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const float* xs, const float* xsum,
+                                         uint4 (&wv)[NR], float (&out)[NR]) {
+  using G = Geo<BITS>;
+  const int lane = threadIdx.x & 31;
+  float acc[NR];
+#pragma unroll
+  for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
+  for (int j = lane; j < nchunk; j += 32) {
+    const int g = j * G::E / 64;
+    float qx[NR];
+#pragma unroll
+    for (int i = 0; i < NR; ++i) qx[i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#pragma unroll
+      for (int i = 0; i < NR; ++i) {
+        const float4* xp = reinterpret_cast<const float4*>(xs + (r[i].xoff + j) * G::S + k * G::PW);
+        float xv[G::PW];
+#pragma unroll
+        for (int e = 0; e < G::PW; e += 4) {
+          const float4 v4 = xp[e / 4];
+          xv[e] = v4.x;
+          xv[e + 1] = v4.y;
+          xv[e + 2] = v4.z;
+          xv[e + 3] = v4.w;
+        }
+        const uint32_t word = k == 0 ? wv[i].x : (k == 1 ? wv[i].y : (k == 2 ? wv[i].z : wv[i].w));
+        float d[G::PW];
+        dequant_word<BITS>(word, d);
+#pragma unroll
+        for (int e = 0; e < G::PW; ++e) qx[i] = __fmaf_rn(d[e], xv[e], qx[i]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < NR; ++i) {
+      const float s = bf(__ldg(r[i].sc + g)), b = bf(__ldg(r[i].bi + g));
+      acc[i] = __fmaf_rn(s, qx[i], __fmaf_rn(b, xsum[r[i].xoff + j], acc[i]));
+    }
+    if (j + 32 < nchunk) load_rows<BITS, NR>(r, j + 32, nchunk, wv);
+  }
+#pragma unroll
+  for (int i = 0; i < NR; ++i) {
+    float v = acc[i];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+    out[i] = v;
+  }
+}
+
+constexpr int kWarps = 8;      // warps of a block
+constexpr int kUpRows = 2;     // rows a warp of moe_gate_up owns (gate and up of each: 4 row-dots)
+constexpr int kDownGroup = 8;  // expert rows of moe_down in flight per warp
+
+// grid (ceil(max(Ie, Is) / (kWarps*kUpRows)), K + 1, T); block k == K is the shared expert.
+template <int BITS>
+__global__ void __launch_bounds__(kWarps * 32)
+    moe_gate_up_kernel(DMat gate, DMat up, DMat sgate, DMat sup, const int32_t* __restrict__ idx,
+                       const float* __restrict__ x, int K, float* __restrict__ h, float* __restrict__ hs) {
+  using G = Geo<BITS>;
+  extern __shared__ float4 smem4[];
+  float* xs = reinterpret_cast<float*>(smem4);
+  const int H = static_cast<int>(gate.cols), nchunk = H / G::E;
+  float* xsum = xs + nchunk * G::S;
+  const int k = blockIdx.y, t = blockIdx.z;
+  const bool shared = k == K;
+  // per-field selects (a reference to either parameter struct would copy both to the stack)
+  const int rows = static_cast<int>(shared ? sgate.rows : gate.rows);
+  const void* gdata = shared ? sgate.data : gate.data;
+  const uint16_t* gsc = shared ? sgate.scales : gate.scales;
+  const uint16_t* gbi = shared ? sgate.biases : gate.biases;
+  const void* udata = shared ? sup.data : up.data;
+  const uint16_t* usc = shared ? sup.scales : up.scales;
+  const uint16_t* ubi = shared ? sup.biases : up.biases;
+  const int rb = blockIdx.x * kWarps * kUpRows;
+  if (rb >= rows) return;  // the whole block
+  const int64_t base = shared ? 0 : static_cast<int64_t>(idx[t * K + k]) * rows;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int r0 = rb + warp * kUpRows;
+  QRow rr[2 * kUpRows];
+#pragma unroll
+  for (int i = 0; i < kUpRows; ++i) {
+    const int r = min(r0 + i, rows - 1);
+    const int64_t row = base + r, ng = H / 64;
+    rr[i] = QRow{reinterpret_cast<const uint4*>(gdata) + row * nchunk, gsc + row * ng, gbi + row * ng, 0};
+    rr[kUpRows + i] = QRow{reinterpret_cast<const uint4*>(udata) + row * nchunk, usc + row * ng, ubi + row * ng, 0};
+  }
+  uint4 wv[2 * kUpRows];
+  load_rows<BITS, 2 * kUpRows>(rr, lane, nchunk, wv);  // in flight while x is staged
+  fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum);
+  __syncthreads();
+  float d[2 * kUpRows];
+  dot_rows<BITS, 2 * kUpRows>(rr, nchunk, xs, xsum, wv, d);
+  if (lane < kUpRows && r0 + lane < rows) {
+    float gv = d[0], uv = d[kUpRows];
+#pragma unroll
+    for (int i = 1; i < kUpRows; ++i)
+      if (lane == i) gv = d[i], uv = d[kUpRows + i];
+    const float v = __fmul_rn(silu(gv), uv);
+    if (shared) hs[static_cast<int64_t>(t) * rows + r0 + lane] = v;
+    else h[(static_cast<int64_t>(t) * K + k) * rows + r0 + lane] = v;
+  }
+}
+
+// grid (ceil(H / kWarps), T); warp = one output row i. x in shared: h[t] (K*Ie) then hs[t] (Is).
+template <int BITS>
+__global__ void __launch_bounds__(kWarps * 32, 2)
+    moe_down_kernel(DMat down, DMat sdown, const int32_t* __restrict__ idx, const float* __restrict__ w,
+                    const float* __restrict__ sg, const float* __restrict__ h, const float* __restrict__ hs, int K,
+                    bool residual, float* __restrict__ out) {
+  using G = Geo<BITS>;
+  extern __shared__ float4 smem4[];
+  float* xs = reinterpret_cast<float*>(smem4);
+  const int H = static_cast<int>(down.rows), Ie = static_cast<int>(down.cols), Is = static_cast<int>(sdown.cols);
+  const int ce = Ie / G::E, cs = Is / G::E, nchunk = K * ce + cs;
+  float* xsum = xs + nchunk * G::S;
+  const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = min(static_cast<int>(blockIdx.x) * kWarps + warp, H - 1);
+  const int32_t* id = idx + t * K;
+  QRow rr[kDownGroup];
+  uint4 wv[kDownGroup];
+  auto setup = [&](int g0) {
+#pragma unroll
+    for (int m = 0; m < kDownGroup; ++m) {
+      const int mm = min(g0 + m, K - 1);
+      rr[m] = qrow(down, static_cast<int64_t>(id[mm]) * H + i, mm * ce);
+    }
+    load_rows<BITS, kDownGroup>(rr, lane, ce, wv);
+  };
+  setup(0);
+  QRow rs[1] = {qrow(sdown, i, K * ce)};
+  uint4 ws[1];
+  load_rows<BITS, 1>(rs, lane, cs, ws);
+  fill_x<BITS>(h + static_cast<int64_t>(t) * K * Ie, K * ce, xs, xsum);
+  fill_x<BITS>(hs + static_cast<int64_t>(t) * Is, cs, xs + K * ce * G::S, xsum + K * ce);
+  __syncthreads();
+  float acc = 0.0f;
+  for (int g0 = 0; g0 < K; g0 += kDownGroup) {
+    if (g0 > 0) setup(g0);
+    float d[kDownGroup];
+    dot_rows<BITS, kDownGroup>(rr, ce, xs, xsum, wv, d);
+#pragma unroll
+    for (int m = 0; m < kDownGroup; ++m)
+      if (g0 + m < K) acc = __fmaf_rn(w[t * K + g0 + m], d[m], acc);
+  }
+  float ds[1];
+  dot_rows<BITS, 1>(rs, cs, xs, xsum, ws, ds);
+  const float s = 1.0f / (1.0f + expf(-sg[t]));
+  acc = __fmaf_rn(s, ds[0], acc);
+  if (lane == 0 && static_cast<int>(blockIdx.x) * kWarps + warp < H) {
+    float* o = out + static_cast<int64_t>(t) * H + i;
+    *o = residual ? __fadd_rn(*o, acc) : acc;
   }
 }
 
@@ -50,14 +339,63 @@ __global__ void moe_combine_kernel(const float* y, const float* w, const float* 
   out[static_cast<int64_t>(t) * H + i] = __fmaf_rn(s, shared[static_cast<int64_t>(t) * H + i], acc);
 }
 
+size_t smem_floats(int bits, int64_t cols) {
+  const int64_t E = 128 / bits, nchunk = cols / E;
+  return static_cast<size_t>(nchunk * (E + 4) + nchunk);
+}
+
+bool fits(const DMat& m, int bits, int64_t cols) {
+  return m.data && m.bits == bits && m.cols == cols && cols % 128 == 0;
+}
+
 }  // namespace
 
 void moe_route(cudaStream_t s, const float* logits, int64_t T, int64_t E, int64_t K, bool renorm, int32_t* idx,
                float* w) {
-  MERE_CHECK(E >= 1 && E <= 4096 && K >= 1 && K <= E, "cuda moe", "unsupported experts: E ", E, " top-k ", K);
-  moe_route_kernel<<<static_cast<unsigned>(T), 32, static_cast<size_t>(2 * E) * sizeof(float), s>>>(
+  MERE_CHECK(E >= 1 && E <= 8192 && K >= 1 && K <= E, "cuda moe", "unsupported experts: E ", E, " top-k ", K);
+  moe_route_kernel<<<static_cast<unsigned>(T), kRouteThreads, static_cast<size_t>(E + K) * sizeof(float), s>>>(
       logits, static_cast<int>(E), static_cast<int>(K), renorm, idx, w);
   MERE_CUDA_CHECK_LAUNCH("moe_route_kernel");
+}
+
+bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, const DMat& sgate, const DMat& sup,
+                         const DMat& sdown, int64_t K) {
+  const int bits = gate.bits;
+  if (bits != 4 && bits != 8) return false;
+  const int64_t H = gate.cols, Ie = gate.rows, Is = sgate.rows;
+  if (!(fits(gate, bits, H) && fits(up, bits, H) && fits(sgate, bits, H) && fits(sup, bits, H) &&
+        fits(down, bits, Ie) && fits(sdown, bits, Is) && up.rows == Ie && sup.rows == Is && down.rows == H &&
+        sdown.rows == H))
+    return false;
+  constexpr size_t kMaxSmem = 48 * 1024;
+  return smem_floats(bits, H) * 4 <= kMaxSmem && smem_floats(bits, K * Ie + Is) * 4 <= kMaxSmem && K <= 1024 &&
+         H < (int64_t{1} << 30);
+}
+
+void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
+                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs) {
+  const int64_t rows = std::max(gate.rows, sgate.rows);
+  dim3 grid(static_cast<unsigned>((rows + kWarps * kUpRows - 1) / (kWarps * kUpRows)), static_cast<unsigned>(K + 1),
+            static_cast<unsigned>(T));
+  const size_t smem = smem_floats(gate.bits, gate.cols) * 4;
+  if (gate.bits == 4)
+    moe_gate_up_kernel<4><<<grid, kWarps * 32, smem, s>>>(gate, up, sgate, sup, idx, x, static_cast<int>(K), h, hs);
+  else
+    moe_gate_up_kernel<8><<<grid, kWarps * 32, smem, s>>>(gate, up, sgate, sup, idx, x, static_cast<int>(K), h, hs);
+  MERE_CUDA_CHECK_LAUNCH("moe_gate_up_kernel");
+}
+
+void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out) {
+  dim3 grid(static_cast<unsigned>((down.rows + kWarps - 1) / kWarps), static_cast<unsigned>(T));
+  const size_t smem = smem_floats(down.bits, K * down.cols + sdown.cols) * 4;
+  if (down.bits == 4)
+    moe_down_kernel<4><<<grid, kWarps * 32, smem, s>>>(down, sdown, idx, w, sg, h, hs, static_cast<int>(K), residual,
+                                                       out);
+  else
+    moe_down_kernel<8><<<grid, kWarps * 32, smem, s>>>(down, sdown, idx, w, sg, h, hs, static_cast<int>(K), residual,
+                                                       out);
+  MERE_CUDA_CHECK_LAUNCH("moe_down_kernel");
 }
 
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,

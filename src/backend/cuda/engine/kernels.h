@@ -19,6 +19,9 @@ void embed(cudaStream_t s, const DMat& E, const int32_t* ids, int64_t T, float* 
 void rms_norm(cudaStream_t s, const float* x, int64_t xs, const float* w, int64_t T, int64_t n, float eps, float* y,
               int64_t ys);
 
+// x[t] += o[t]; y[t] = rmsnorm(x[t]) * w (bitwise add then rms_norm; one launch)   x, o, y: [T, n]
+void add_rms_norm(cudaStream_t s, float* x, const float* o, const float* w, int64_t T, int64_t n, float eps, float* y);
+
 void add(cudaStream_t s, float* x, const float* y, int64_t n);        // x += y
 void swiglu(cudaStream_t s, float* g, const float* u, int64_t n);     // g = silu(g) * u
 
@@ -62,10 +65,23 @@ void attention(cudaStream_t s, const float* q, const float* kc, const float* vc,
 void sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_t nh, int64_t hd);
 
 // ---- MoE ----
-// Softmax over E router logits, top K (lowest index first on ties), optionally renormalised.
+// Softmax over E router logits, top K (lowest index first on ties), optionally renormalised; a warp
+// per token (fixed reduction order: batch-width invariant).
 // logits: [T, E]; idx: [T, K] int32; w: [T, K]
 void moe_route(cudaStream_t s, const float* logits, int64_t T, int64_t E, int64_t K, bool renorm, int32_t* idx,
                float* w);
+// Fused expert FFN (k_moe.cu) for 4/8-bit g64 experts of one width: whether these shapes run on it.
+// gate, up: stacked [E x Ie, H]; down: stacked [E x H, Ie]; sgate, sup: [Is, H]; sdown: [H, Is].
+bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, const DMat& sgate, const DMat& sup,
+                         const DMat& sdown, int64_t K);
+// One launch: h[t,k] = silu(gate_{idx[t,k]} x[t]) * (up_{idx[t,k]} x[t]) for all K selected experts
+// and hs[t] = silu(sgate x[t]) * (sup x[t]).   x: [T, H]; h: [T, K, Ie]; hs: [T, Is]
+void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
+                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs);
+// One launch: y = sum_k w[t,k] down_{idx[t,k]} h[t,k] + sigmoid(sg[t]) sdown hs[t] (in that order);
+// out[t] = residual ? out[t] + y : y.   out: [T, H]
+void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out);
 // out[t] = sum_k w[t,k] y[t,k] + sigmoid(sg[t]) shared[t]   (in that order)
 // y: [T, K, H]; shared: [T, H]; sg: [T]; out: [T, H]
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,

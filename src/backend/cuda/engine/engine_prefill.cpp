@@ -1,0 +1,243 @@
+// CudaEngine prefill (T >= kGemmRows, untraced calls): the whole model over up to kPrefillChunk rows
+// a pass on the tensor-core kernels of docs/cuda-kernels.md §5 — every MLX 4/8-bit g64 projection as
+// one qgemm over all rows (X rounded to bf16 once per input, shared by the projections of that
+// input), MoE experts through moe_sort_pairs + qgemm_grouped + moe_combine, a row-parallel conv,
+// GatedDeltaNet through gdn_prefill (128-wide heads; the engine's generic recurrent kernel
+// otherwise), attention through attention_prefill (head_dim 256; the engine's split kernel
+// otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
+// logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
+// computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
+// in the GEMM): docs/cuda-kernels.md "Engine prefill v2". MERE_CUDA_PREFILL=exact keeps the exact
+// sliced path for every width.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/engine.h"
+#include "backend/cuda/engine/k_prefill.h"
+#include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/gdn.h"
+#include "backend/cuda/gdn_prefill.h"
+#include "backend/cuda/gemm.h"
+
+namespace mere::cuda {
+
+// Scratch of one prefill pass (kPrefillChunk rows), allocated on the first prefill call.
+struct CudaEngine::Prefill {
+  DeviceBuffer buf;
+  int64_t rows = 0, ws_floats = 0, xq_elems = 0;
+  bool generic_attn = false;  // head_dim != 256 or > 8 query heads a KV head: the engine's split kernel
+  float *x, *xn, *o, *h, *ws;
+  uint16_t* xq;
+  float *raw, *mixed, *z, *ga, *gb, *gq, *gk, *gv, *gg, *gbeta, *core, *gout;
+  float *qg, *kk, *vv, *q, *att, *aws;
+  float *f1, *f2, *rlog, *rw, *eg, *eu, *ey, *sh, *sg;
+  int32_t *ridx, *offsets, *row_token, *pair_row, *ids, *pos;
+};
+
+bool CudaEngine::prefill_gemm_enabled() {
+  const char* e = std::getenv("MERE_CUDA_PREFILL");
+  if (!e || !*e || std::strcmp(e, "gemm") == 0) return true;
+  MERE_CHECK(std::strcmp(e, "exact") == 0, "cuda engine", "MERE_CUDA_PREFILL: expected gemm or exact, got ", e);
+  return false;
+}
+
+void CudaEngine::alloc_prefill() {
+  if (pf_) return;
+  auto p = std::make_shared<Prefill>();
+  const ModelConfig& c = cfg_;
+  const int64_t R = kPrefillChunk, H = c.hidden_size;
+  const int64_t C = c.conv_dim(), kd = c.lin_key_dim(), vd = c.lin_value_dim(), Hv = c.lin_v_heads;
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim;
+  const int64_t I = std::max(c.intermediate_size, c.shared_intermediate_size);
+  const bool moe = c.is_moe;
+  const int64_t E = moe ? c.num_experts : 0, K = moe ? c.experts_per_tok : 0, Ie = moe ? c.moe_intermediate_size : 0;
+  // qgemm split-K workspace and the prepared-X buffer: the largest any projection needs at R rows
+  int64_t ws = 0, xq = std::max({R * H, R * vd, R * nh * hd, R * I, R * K * H, R * K * Ie});
+  auto consider = [&](const DMat& W) {
+    if (!W.quantized() || W.count != 1) return;
+    for (int64_t t = kGemmRows; t <= R; t *= 2) ws = std::max(ws, qgemm_workspace_floats(dev_, W.qview(), t));
+  };
+  auto layer = [&](const DLayer& L) {
+    for (const DMat* W : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o, &L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a,
+                          &L.gdn.out, &L.mlp.gate, &L.mlp.up, &L.mlp.down, &L.router, &L.shared_gate, &L.shared.gate,
+                          &L.shared.up, &L.shared.down})
+      consider(*W);
+  };
+  for (const DLayer& L : layers_) layer(L);
+  const bool generic_attn = !(hd == 256 && nkv >= 1 && nh % nkv == 0 && nh / nkv <= 8);
+  int64_t used = 0;
+  char* base = nullptr;
+  auto take = [&](int64_t floats) {
+    const int64_t n = (floats + 63) / 64 * 64;
+    float* r = base ? reinterpret_cast<float*>(base) + used : nullptr;
+    used += n;
+    return r;
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    used = 0;
+    p->x = take(R * H), p->xn = take(R * H), p->o = take(R * H), p->h = take(R * H), p->ws = take(ws);
+    p->xq = reinterpret_cast<uint16_t*>(take((xq + 1) / 2));
+    p->raw = take(R * C), p->mixed = take(R * C), p->z = take(R * vd), p->ga = take(R * Hv), p->gb = take(R * Hv);
+    p->gq = take(R * kd), p->gk = take(R * kd), p->gv = take(R * vd), p->gg = take(R * Hv), p->gbeta = take(R * Hv);
+    p->core = take(R * vd), p->gout = take(R * vd);
+    p->qg = take(R * nh * hd * 2), p->kk = take(R * nkv * hd), p->vv = take(R * nkv * hd), p->q = take(R * nh * hd);
+    p->att = take(R * nh * hd), p->aws = take(generic_attn ? k::attention_ws_floats(R, nh, hd, kSpans) : 0);
+    p->f1 = take(R * I), p->f2 = take(R * I), p->sh = take(moe ? R * H : 0), p->sg = take(R);
+    p->rlog = take(R * E), p->rw = take(R * K), p->eg = take(R * K * Ie), p->eu = take(R * K * Ie),
+    p->ey = take(R * K * H);
+    p->ridx = reinterpret_cast<int32_t*>(take(R * K)), p->offsets = reinterpret_cast<int32_t*>(take(E + 1));
+    p->row_token = reinterpret_cast<int32_t*>(take(R * K)), p->pair_row = reinterpret_cast<int32_t*>(take(R * K));
+    p->ids = reinterpret_cast<int32_t*>(take(R)), p->pos = reinterpret_cast<int32_t*>(take(1));
+    if (pass == 0) {
+      p->buf = dev_.alloc(static_cast<size_t>(used) * 4, "prefill scratch (tensor-core path)");
+      base = static_cast<char*>(p->buf.get());
+    }
+  }
+  p->rows = R;
+  p->generic_attn = generic_attn;
+  p->ws_floats = ws;
+  p->xq_elems = xq;
+  pf_ = std::move(p);
+}
+
+// y_i = x · W_i^T for each (W_i, y_i): quantised single matrices through one bf16-prepared X and
+// qgemm; anything else through the exact generic gemv.
+void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x,
+                             int64_t T) {
+  Prefill& p = *pf_;
+  int64_t prepared = -1;  // cols of the X currently in p.xq
+  for (const auto& [W, y] : outs) {
+    if (!W->quantized() || W->count != 1) {
+      k::gemv(dev_.stream(), *W, x, T, 1, nullptr, y);
+      continue;
+    }
+    if (prepared != W->cols) {
+      qgemm_prepare_x(dev_, x, T, W->cols, W->cols, p.xq);
+      prepared = W->cols;
+    }
+    const QWeightView v = W->qview();
+    float* ws = qgemm_workspace_floats(dev_, v, T) <= p.ws_floats ? p.ws : nullptr;
+    qgemm(dev_, v, p.xq, T, y, W->rows, ws);
+  }
+}
+
+void CudaEngine::prefill_attention(const DAttn& a, float* kc, float* vc, int64_t T, int64_t pos0, float* out) {
+  Prefill& p = *pf_;
+  const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
+  cudaStream_t s = dev_.stream();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  gemm_shared({{&a.q, p.qg}, {&a.k, p.kk}, {&a.v, p.vv}}, p.xn, T);
+  k::attn_prepare(s, p.qg, p.kk, p.vv, a.q_norm, a.k_norm, p.pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
+                  static_cast<float>(cfg_.rms_norm_eps), p.q, kc, vc);
+  if (!p.generic_attn) attention_prefill(dev_, p.q, kc, vc, KvType::F32, T, pos0, nh, nkv, hd, scale, p.att);
+  else k::attention(s, p.q, kc, vc, p.pos, T, nh, nkv, hd, scale, kSpans, p.aws, p.att);
+  k::sigmoid_gate(s, p.att, p.qg, T, nh, hd);
+  gemm_shared({{&a.o, out}}, p.att, T);
+}
+
+void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_t T, float* out) {
+  Prefill& p = *pf_;
+  const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel, Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim;
+  const int64_t Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
+  cudaStream_t s = dev_.stream();
+  gemm_shared({{&g.qkv, p.raw}, {&g.z, p.z}, {&g.b, p.gb}, {&g.a, p.ga}}, p.xn, T);
+  k::conv_silu_rows(s, st.conv(li), g.conv, p.raw, T, C, K, p.mixed);
+  k::gdn_prepare(s, p.mixed, p.ga, p.gb, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, p.gq, p.gk, p.gv, p.gg, p.gbeta);
+  if (Dk == 128 && Dv == 128) gdn_prefill(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
+  else k::gdn_generic(s, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
+  k::gated_rms_norm(s, p.core, p.z, g.norm, T, Hv, Dv, static_cast<float>(cfg_.rms_norm_eps), p.gout);
+  gemm_shared({{&g.out, out}}, p.gout, T);
+}
+
+void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
+  Prefill& p = *pf_;
+  cudaStream_t s = dev_.stream();
+  const int64_t H = cfg_.hidden_size;
+  if (!cfg_.is_moe) {
+    gemm_shared({{&L.mlp.gate, p.f1}, {&L.mlp.up, p.f2}}, p.xn, T);
+    k::swiglu(s, p.f1, p.f2, T * L.mlp.gate.rows);
+    gemm_shared({{&L.mlp.down, out}}, p.f1, T);
+    return;
+  }
+  const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, Ie = L.experts.gate.rows, P = T * K;
+  gemm_shared({{&L.router, p.rlog}, {&L.shared_gate, p.sg}, {&L.shared.gate, p.f1}, {&L.shared.up, p.f2}}, p.xn, T);
+  k::moe_route(s, p.rlog, T, E, K, cfg_.norm_topk_prob, p.ridx, p.rw);
+  k::swiglu(s, p.f1, p.f2, T * L.shared.gate.rows);
+  gemm_shared({{&L.shared.down, p.sh}}, p.f1, T);
+  const DMlp& X = L.experts;
+  const bool grouped = X.gate.quantized() && X.up.quantized() && X.down.quantized();
+  if (!grouped) {  // float experts: the exact gemv over the selected experts, as the sliced path
+    k::gemv(s, X.gate, p.xn, P, K, p.ridx, p.eg);
+    k::gemv(s, X.up, p.xn, P, K, p.ridx, p.eu);
+    k::swiglu(s, p.eg, p.eu, P * Ie);
+    k::gemv(s, X.down, p.eg, P, 1, p.ridx, p.ey);
+    k::moe_combine(s, p.ey, p.rw, p.sh, p.sg, T, K, H, out);
+    return;
+  }
+  auto stacked = [](const DMat& W) {
+    return QWeightView{static_cast<const uint32_t*>(W.data), W.scales, W.biases, W.rows * W.count, W.cols, W.bits};
+  };
+  moe_sort_pairs(dev_, p.ridx, T, K, E, p.offsets, p.row_token, p.pair_row);
+  qgemm_prepare_x_gather(dev_, p.xn, p.row_token, P, H, H, p.xq);
+  qgemm_grouped(dev_, stacked(X.gate), E, Ie, p.xq, p.offsets, P, p.eg, Ie);
+  qgemm_grouped(dev_, stacked(X.up), E, Ie, p.xq, p.offsets, P, p.eu, Ie);
+  k::swiglu(s, p.eg, p.eu, P * Ie);
+  qgemm_prepare_x(dev_, p.eg, P, Ie, Ie, p.xq);
+  qgemm_grouped(dev_, stacked(X.down), E, H, p.xq, p.offsets, P, p.ey, H);
+  // out = sigmoid(sg) * shared, then += sum_j w[t, j] * y[pair (t, j)] in slot order
+  k::moe_combine(s, nullptr, p.rw, p.sh, p.sg, T, 0, H, out);
+  moe_combine(dev_, p.ey, H, p.pair_row, p.rw, T, K, H, out, true);
+}
+
+void CudaEngine::prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_t pos0, float* hidden, float* logits,
+                         LogitsMode mode, int32_t* argmax_out) {
+  alloc_prefill();
+  Prefill& p = *pf_;
+  cudaStream_t s = dev_.stream();
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const bool all = logits && mode == LogitsMode::All, last = logits && mode == LogitsMode::Last;
+  for (int64_t c0 = 0; c0 < T; c0 += p.rows) {
+    const int64_t Tc = std::min(p.rows, T - c0);
+    const bool final_chunk = c0 + Tc == T;
+    const int32_t pc = static_cast<int32_t>(pos0 + c0);
+    MERE_CUDA_CHECK(cudaMemcpyAsync(p.ids, ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(p.pos, &pc, 4, cudaMemcpyHostToDevice, s));
+    k::embed(s, embed_, p.ids, Tc, p.x);
+    for (const DLayer& L : layers_) {
+      k::rms_norm(s, p.x, H, L.input_norm, Tc, H, eps, p.xn, H);
+      if (L.kind == LayerKind::Full) prefill_attention(L.attn, st.k(L.index), st.v(L.index), Tc, pos0 + c0, p.o);
+      else prefill_gdn(L.gdn, st, L.index, Tc, p.o);
+      k::add(s, p.x, p.o, Tc * H);
+      k::rms_norm(s, p.x, H, L.post_norm, Tc, H, eps, p.xn, H);
+      prefill_ffn(L, Tc, p.o);
+      k::add(s, p.x, p.o, Tc * H);
+    }
+    const bool rows_all = hidden || all;
+    if (rows_all) k::rms_norm(s, p.x, H, final_norm_, Tc, H, eps, p.h, H);
+    else if (final_chunk && (last || argmax_out))
+      k::rms_norm(s, p.x + (Tc - 1) * H, H, final_norm_, 1, H, eps, p.h + (Tc - 1) * H, H);
+    if (hidden) download(hidden + c0 * H, p.h, static_cast<size_t>(Tc * H) * 4);
+    if (all) {  // exact matvec lm_head, kRows rows at a time through the pass scratch
+      for (int64_t r0 = 0; r0 < Tc; r0 += kRows) {
+        const int64_t n = std::min(kRows, Tc - r0);
+        linear(lm_head_, p.h + r0 * H, n, logits_);
+        download(logits + (c0 + r0) * V, logits_, static_cast<size_t>(n * V) * 4);
+      }
+    }
+    if (final_chunk && (last || argmax_out)) {
+      linear(lm_head_, p.h + (Tc - 1) * H, 1, logits_);
+      if (last) download(logits, logits_, static_cast<size_t>(V) * 4);
+      if (argmax_out) {
+        k::argmax(s, logits_, V, st.argmax());
+        download(argmax_out, st.argmax(), 4);
+      }
+    }
+  }
+}
+
+}  // namespace mere::cuda
