@@ -11,6 +11,16 @@
 
 namespace mere {
 
+// Device memory at one moment: what the engine owns and what the whole device has in use
+// (cudaMemGetInfo: includes the CUDA context, every sequence's KV caches and recurrent state, and
+// any other process on the same GPU).
+struct DeviceMemoryReport {
+  size_t weights = 0;  // uploaded weights
+  size_t scratch = 0;  // forward-pass scratch (decode + prefill), owned by the engine
+  size_t used = 0;     // device-wide bytes in use (total - free)
+  size_t total = 0;    // device memory
+};
+
 class DeviceEngine {
  public:
   virtual ~DeviceEngine() = default;
@@ -20,6 +30,7 @@ class DeviceEngine {
   // Device-to-device copy bandwidth (bytes read + written per second / 1e9), measured now over
   // buffers well beyond the L2: the ceiling bench reports decode against.
   virtual double copy_bandwidth_gbs() = 0;
+  virtual DeviceMemoryReport device_memory() = 0;
   // Same contracts as Qwen35Model's methods of the same names.
   virtual void forward(const int32_t* ids, int64_t T, SequenceMemory& mem, float* hidden, float* logits,
                        LogitsMode mode, const ForwardOptions& opt) = 0;

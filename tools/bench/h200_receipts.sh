@@ -60,6 +60,8 @@ for m in "${models[@]}"; do
   echo "[receipts] verify-bench $m: exit $? (1 = a row or a parity run differs)"
   echo "[receipts] $m done in $((SECONDS - t0)) s"
   [ -n "$geo" ] && rm -rf "$dir"
+  # after every model, so a call cut off at its time limit still returns what finished
+  tar -C /tmp/receipts -czf "$OUT/receipts.tar.gz" "h200-$STAMP"
 done
 python3 scripts/benchmark-q35-generation.py summarize "$R" >"$OUT/summary.md" 2>&1
 cat "$OUT/summary.md"

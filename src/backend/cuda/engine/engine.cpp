@@ -124,8 +124,22 @@ std::string CudaEngine::describe() const {
   return cat(dev_.describe(), ", ", static_cast<double>(arena_.bytes()) / 1e9, " GB of weights on the device");
 }
 
+DeviceMemoryReport CudaEngine::device_memory() {
+  DeviceMemoryReport r;
+  r.weights = arena_.bytes();
+  r.scratch = scratch_.bytes() + prefill_scratch_bytes();
+  DeviceGuard guard(dev_.ordinal());
+  size_t free_b = 0, total_b = 0;
+  MERE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  r.used = total_b - free_b;
+  r.total = total_b;
+  return r;
+}
+
+// 2 x 256 MiB: 4x the 60 MiB L2 of an H100/H200, and small enough that the probe, which runs with
+// the weights resident, stays inside the engine's memory budget (weights + KV + state + 1.5 GiB).
 double CudaEngine::copy_bandwidth_gbs() {
-  const size_t bytes = size_t{1} << 30;
+  const size_t bytes = size_t{256} << 20;
   DeviceBuffer a = dev_.alloc(bytes, "copy-bandwidth probe"), b = dev_.alloc(bytes, "copy-bandwidth probe");
   DeviceGuard guard(dev_.ordinal());
   cudaStream_t s = dev_.stream();

@@ -47,6 +47,7 @@ class CudaEngine final : public DeviceEngine {
   size_t weight_bytes() const override { return arena_.bytes(); }
   std::unique_ptr<DeviceSequenceState> new_state() override;
   double copy_bandwidth_gbs() override;
+  DeviceMemoryReport device_memory() override;
   void forward(const int32_t* ids, int64_t T, SequenceMemory& mem, float* hidden, float* logits, LogitsMode mode,
                const ForwardOptions& opt) override;
   void mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem, float* mtp_hidden,
@@ -88,6 +89,7 @@ class CudaEngine final : public DeviceEngine {
   void prefill_ffn(const DLayer& L, int64_t T, float* out);
   void gemm_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T);
   std::shared_ptr<Prefill> pf_;  // prefill scratch, allocated on the first prefill
+  size_t prefill_scratch_bytes() const;
 
   ModelConfig cfg_;
   CudaDevice dev_;

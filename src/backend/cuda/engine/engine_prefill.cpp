@@ -240,4 +240,6 @@ void CudaEngine::prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_
   }
 }
 
+size_t CudaEngine::prefill_scratch_bytes() const { return pf_ ? pf_->buf.bytes() : 0; }
+
 }  // namespace mere::cuda
