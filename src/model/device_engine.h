@@ -38,6 +38,15 @@ class DeviceEngine {
                            float* logits, LogitsMode mode) = 0;
   // Replays the first n rows of the sequence's last traced pass (the trace stays on the device).
   virtual void replay_gdn(int64_t n, SequenceMemory& mem) = 0;
+  // Pipelined greedy decoding (mtp.md §4, runtime/pipelined_decode.h). submit_greedy enqueues one
+  // T = 1 step of `mem` whose input is *host_id, or (host_id null) the id the previous step's device
+  // argmax left on the device, and whose argmax (lowest id on ties) is copied to pinned host memory;
+  // it returns without waiting and advances mem by one. collect_greedy waits for the oldest step not
+  // yet collected and returns its id. At most kMaxGreedyInFlight steps may be outstanding; every
+  // submitted step must be collected before any other call on `mem`.
+  static constexpr int kMaxGreedyInFlight = 2;
+  virtual void submit_greedy(SequenceMemory& mem, const int32_t* host_id) = 0;
+  virtual int32_t collect_greedy(SequenceMemory& mem) = 0;
 };
 
 // Defined by the CUDA engine (src/backend/cuda/engine/) only when the build has CUDA (MERE_HAVE_CUDA);

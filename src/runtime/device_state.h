@@ -24,6 +24,9 @@ class DeviceSequenceState {
   virtual void restore(const DeviceCheckpoint& cp) = 0;
   virtual void reset() = 0;  // zero recurrent state
   virtual size_t bytes() const = 0;
+  // Whether this request's T = 1 steps may run as a captured graph owned by the sequence
+  // (MERERUN_Q35_SCOPED_COMPILE=0 turns it off: every kernel launched one by one).
+  bool graphs = true;
 };
 
 // Owning handle whose copy is a deep fork (so SequenceMemory's copy stays a deep copy).

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/device_engine.h"
+#include "runtime/pipelined_decode.h"
 #include "runtime/speculative.h"
 
 namespace mere {
@@ -43,6 +45,7 @@ GenerationStats Generator::run(std::span<const int32_t> prompt, const SamplingPa
   std::vector<int32_t> generated;
 
   const ResolvedSpeculation rs = resolve_speculation(spec, model_, params);
+  if (mem.device()) mem.device()->graphs = rs.scoped_graphs;
   std::vector<float> prompt_hidden;
   if (rs.enabled) prompt_hidden.resize(static_cast<size_t>(P * c.hidden_size));
   model_.forward(prompt.data(), P, mem, rs.enabled ? prompt_hidden.data() : nullptr, logits.data(), LogitsMode::Last);
@@ -59,21 +62,27 @@ GenerationStats Generator::run(std::span<const int32_t> prompt, const SamplingPa
     SpeculativeRequest req{prompt, &params, eos_ids, budget, context_limit};
     decode_speculative(model_, rs, spec, req, mem, prompt_hidden, logits, sampler, rng, generated, on_token_timed, st);
   } else {
-    while (static_cast<int64_t>(generated.size()) < budget) {
-      const int32_t id = sampler.sample(logits, TokenHistory{prompt, generated}, rng);
+    // false when generation ends here (EOS, stop token, the callback); the budget is checked apart
+    auto emit = [&](int32_t id) {
       const bool is_eos = !params.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end();
       const bool is_stop =
           std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), id) != params.stop_token_ids.end();
-      if (is_eos || is_stop) {
+      if (is_eos || is_stop || (generated.push_back(id), !on_token_timed(id))) {
         st.finish_reason = "stop";
+        return false;
+      }
+      return true;
+    };
+    // the pipelined decoder (mtp.md §4): greedy tokens from the device argmax, read one step behind
+    DeviceEngine* engine = model_.device_engine();
+    const bool pipelined = engine && rs.async_decode && params.greedy() && !params.has_penalties();
+    while (static_cast<int64_t>(generated.size()) < budget) {
+      const int32_t id = sampler.sample(logits, TokenHistory{prompt, generated}, rng);
+      if (!emit(id) || static_cast<int64_t>(generated.size()) >= budget) break;
+      if (pipelined) {
+        decode_pipelined(*engine, mem, id, budget - static_cast<int64_t>(generated.size()), emit);
         break;
       }
-      generated.push_back(id);
-      if (!on_token_timed(id)) {
-        st.finish_reason = "stop";
-        break;
-      }
-      if (static_cast<int64_t>(generated.size()) >= budget) break;
       model_.forward(&id, 1, mem, nullptr, logits.data(), LogitsMode::Last);
     }
   }

@@ -12,6 +12,8 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "model/device_engine.h"
+#include "runtime/pipelined_decode.h"
 
 namespace mere {
 namespace {
@@ -109,6 +111,13 @@ class Round {
           st_.accel.route = rs_.pipelined_fallback ? "pipelined-fallback" : "serial";
         }
         if (!fallback_) queue_confirmed(h_cur_, x);  // (h before x, x) stays a confirmed head transition
+        DeviceEngine* engine = m_.device_engine();
+        if (fallback_ && rs_.pipelined_fallback && rs_.async_decode && engine && greedy_ &&
+            !req_.params->has_penalties()) {  // the rest of the request on the pipelined decoder
+          decode_pipelined(*engine, mem_, x, req_.budget - static_cast<int64_t>(gen_.size()),
+                           [&](int32_t id) { return emit(id); });
+          return;
+        }
         m_.forward(&x, 1, mem_, h_cur_.data(), logits_cur_.data(), LogitsMode::Last);
         have_next = false;
         continue;

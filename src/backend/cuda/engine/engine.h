@@ -53,10 +53,13 @@ class CudaEngine final : public DeviceEngine {
   void mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem, float* mtp_hidden,
                    float* logits, LogitsMode mode) override;
   void replay_gdn(int64_t n, SequenceMemory& mem) override;
+  void submit_greedy(SequenceMemory& mem, const int32_t* host_id) override;
+  int32_t collect_greedy(SequenceMemory& mem) override;
 
  private:
   DLayer upload_layer(const LayerWeights& L, int64_t index);
   void alloc_scratch();
+  void step1(CudaSeqState& st, bool all, bool want_last, bool want_arg);  // T = 1 pass, graph when allowed
   float* take(int64_t floats);
   CudaSeqState& state(SequenceMemory& mem);
 

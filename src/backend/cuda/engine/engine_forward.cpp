@@ -178,26 +178,8 @@ void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, flo
     MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
     MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos(), &p, 4, cudaMemcpyHostToDevice, s));
     const bool want_last = final_chunk && last, want_arg = final_chunk && opt.argmax != nullptr;
-    if (graphs_ && T == 1 && !opt.trace) {
-      const uint64_t key = 1 + (all ? 2 : 0) + (want_last ? 4 : 0) + (want_arg ? 8 : 0) + (st.kv_generation << 8);
-      if (!st.graph || st.graph_key != key) {
-        st.drop_graph();
-        cudaGraph_t g = nullptr;
-        MERE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-        try {
-          main_pass(st, 1, -1, all, want_last, want_arg);
-        } catch (...) {
-          cudaStreamEndCapture(s, &g);
-          if (g) cudaGraphDestroy(g);
-          throw;
-        }
-        MERE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
-        const cudaError_t err = cudaGraphInstantiate(&st.graph, g, 0);
-        cudaGraphDestroy(g);
-        MERE_CUDA_CHECK(err);
-        st.graph_key = key;
-      }
-      MERE_CUDA_CHECK(cudaGraphLaunch(st.graph, s));
+    if (T == 1 && !opt.trace) {
+      step1(st, all, want_last, want_arg);
     } else {
       main_pass(st, Tc, opt.trace ? c0 : -1, all, want_last, want_arg);
     }
@@ -208,6 +190,74 @@ void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, flo
   }
   dev_.synchronize("cuda forward");
   mem.advance(T);
+}
+
+// One T = 1 main pass: the sequence's captured graph (captured on first use, again when what the
+// step returns or where the KV caches live changes) unless graphs are off for the engine
+// (MERE_CUDA_GRAPH=0) or for the request (MERERUN_Q35_SCOPED_COMPILE=0).
+void CudaEngine::step1(CudaSeqState& st, bool all, bool want_last, bool want_arg) {
+  cudaStream_t s = dev_.stream();
+  if (!graphs_ || !st.graphs) {
+    main_pass(st, 1, -1, all, want_last, want_arg);
+    return;
+  }
+  const uint64_t key = 1 + (all ? 2 : 0) + (want_last ? 4 : 0) + (want_arg ? 8 : 0) + (st.kv_generation << 8);
+  if (!st.graph || st.graph_key != key) {
+    st.drop_graph();
+    cudaGraph_t g = nullptr;
+    MERE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    try {
+      main_pass(st, 1, -1, all, want_last, want_arg);
+    } catch (...) {
+      cudaStreamEndCapture(s, &g);
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    MERE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    const cudaError_t err = cudaGraphInstantiate(&st.graph, g, 0);
+    cudaGraphDestroy(g);
+    MERE_CUDA_CHECK(err);
+    st.graph_key = key;
+  }
+  MERE_CUDA_CHECK(cudaGraphLaunch(st.graph, s));
+}
+
+// Pipelined greedy step (mtp.md §4): inputs staged through the slot's pinned memory (a pageable
+// source could make the copy wait for the stream), the step, then the argmax copied back into the
+// slot and the slot's event recorded. Nothing here waits for the device.
+void CudaEngine::submit_greedy(SequenceMemory& mem, const int32_t* host_id) {
+  CudaSeqState& st = state(mem);
+  MERE_CHECK(st.greedy_submitted - st.greedy_collected < kMaxGreedyInFlight, "cuda submit_greedy",
+             "too many steps in flight: collect one first (at most ", kMaxGreedyInFlight, ")");
+  DeviceGuard guard(dev_.ordinal());
+  cudaStream_t s = dev_.stream();
+  const int64_t pos0 = mem.length();
+  st.ensure_kv(pos0 + 1, false);
+  const int64_t n = st.greedy_submitted;
+  CudaSeqState::GreedySlot* slot = st.greedy_slot(n);
+  slot->pos_in = static_cast<int32_t>(pos0);
+  if (host_id) {
+    slot->id_in = *host_id;
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), &slot->id_in, 4, cudaMemcpyHostToDevice, s));
+  } else {
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), st.argmax(), 4, cudaMemcpyDeviceToDevice, s));
+  }
+  MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos(), &slot->pos_in, 4, cudaMemcpyHostToDevice, s));
+  step1(st, false, false, true);
+  MERE_CUDA_CHECK(cudaMemcpyAsync(&slot->out, st.argmax(), 4, cudaMemcpyDeviceToHost, s));
+  MERE_CUDA_CHECK(cudaEventRecord(st.greedy_event(n), s));
+  ++st.greedy_submitted;
+  mem.advance(1);
+}
+
+int32_t CudaEngine::collect_greedy(SequenceMemory& mem) {
+  CudaSeqState& st = state(mem);
+  MERE_CHECK(st.greedy_collected < st.greedy_submitted, "cuda collect_greedy", "no step in flight");
+  DeviceGuard guard(dev_.ordinal());
+  const int64_t n = st.greedy_collected++;
+  const cudaError_t err = cudaEventSynchronize(st.greedy_event(n));
+  MERE_CHECK(err == cudaSuccess, "cuda collect_greedy", "the device failed while decoding: ", cudaGetErrorString(err));
+  return st.greedy_slot(n)->out;
 }
 
 void CudaEngine::mtp_forward(const float* hidden, const int32_t* ids, int64_t T, SequenceMemory& mem,

@@ -67,6 +67,74 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int i = threadIdx.x; i < n; i += kNormThreads) yr[i] = __fmul_rn(__fmul_rn(xr[i], r), w[i]);
 }
 
+// Vectorised form for rows of n % 4 == 0, n <= kNormMaxV4 * 4 * kNormThreads, 16-byte aligned
+// rows: one pass over x (float4 loads kept in registers), then the scaled store. Thread i owns
+// float4 units i, i + 256, ...; its sum of squares runs over them in order (fma chain, lanes x, y,
+// z, w), then the same warp butterfly and in-order sum of the 8 warp partials as the scalar kernel.
+// Each row depends on its own values only (batch-width invariant).
+constexpr int kNormMaxV4 = 8;  // n <= 8192
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm_v4_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
+                       float eps, float* __restrict__ y, int64_t ys) {
+  __shared__ float partial[kNormThreads / 32];
+  __shared__ float scale;
+  float4* xr = reinterpret_cast<float4*>(x + blockIdx.x * xs);
+  float4* yr = reinterpret_cast<float4*>(y + blockIdx.x * ys);
+  const float4* ar = add ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * n) : nullptr;
+  const float4* wr = reinterpret_cast<const float4*>(w);
+  const int n4 = n / 4;
+  float4 v[kNormMaxV4];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kNormMaxV4; ++k) {
+    const int i = threadIdx.x + k * kNormThreads;
+    if (i < n4) {
+      v[k] = xr[i];
+      if (ar) {
+        const float4 a = ar[i];
+        v[k].x = __fadd_rn(v[k].x, a.x), v[k].y = __fadd_rn(v[k].y, a.y);
+        v[k].z = __fadd_rn(v[k].z, a.z), v[k].w = __fadd_rn(v[k].w, a.w);
+        xr[i] = v[k];
+      }
+      ss = __fmaf_rn(v[k].x, v[k].x, ss);
+      ss = __fmaf_rn(v[k].y, v[k].y, ss);
+      ss = __fmaf_rn(v[k].z, v[k].z, ss);
+      ss = __fmaf_rn(v[k].w, v[k].w, ss);
+    }
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kNormThreads / 32; ++i) total = __fadd_rn(total, partial[i]);
+    scale = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(total, static_cast<float>(n)), eps));
+  }
+  __syncthreads();
+  const float r = scale;
+#pragma unroll
+  for (int k = 0; k < kNormMaxV4; ++k) {
+    const int i = threadIdx.x + k * kNormThreads;
+    if (i < n4) {
+      const float4 wv = wr[i];
+      float4 o;
+      o.x = __fmul_rn(__fmul_rn(v[k].x, r), wv.x);
+      o.y = __fmul_rn(__fmul_rn(v[k].y, r), wv.y);
+      o.z = __fmul_rn(__fmul_rn(v[k].z, r), wv.z);
+      o.w = __fmul_rn(__fmul_rn(v[k].w, r), wv.w);
+      yr[i] = o;
+    }
+  }
+}
+
+bool norm_v4_ok(const void* x, int64_t xs, const void* add, const void* w, int64_t n, const void* y, int64_t ys) {
+  auto al = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  return n % 4 == 0 && n <= int64_t{kNormMaxV4} * 4 * kNormThreads && xs % 4 == 0 && ys % 4 == 0 && al(x) &&
+         al(y) && al(w) && (add == nullptr || al(add));
+}
+
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) x[i] = __fadd_rn(x[i], y[i]);
@@ -137,31 +205,55 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 }
 
 constexpr int kArgThreads = 1024;
+// One block (the result is one id; a second launch would cost more than it saves at V ~ 250k).
+// Thread i scans float4 units i, i + 1024, ... in increasing index order, keeping the first of
+// equal maxima (strict >); NaN never wins; -inf wins only when nothing else was seen. The block
+// reduction prefers the larger value, then the lower index: the lowest index of the maximum.
+__device__ __forceinline__ void arg_take(float x, int i, float& best, int& idx, int n) {
+  if (x > best || (idx == n && x == best)) best = x, idx = i;
+}
 __global__ void __launch_bounds__(kArgThreads) argmax_kernel(const float* __restrict__ v, int n, int32_t* out) {
-  __shared__ float bv[kArgThreads];
-  __shared__ int bi[kArgThreads];
+  __shared__ float bv[kArgThreads / 32];
+  __shared__ int bi[kArgThreads / 32];
   float best = -INFINITY;
   int idx = n;  // n: nothing seen (all NaN / -inf)
-  for (int i = threadIdx.x; i < n; i += kArgThreads)
-    if (v[i] > best || (idx == n && v[i] == best)) {
-      best = v[i];
-      idx = i;
+  const bool vec = (reinterpret_cast<uintptr_t>(v) & 15u) == 0;
+  const int n4 = vec ? n / 4 : 0;
+  const float4* v4 = reinterpret_cast<const float4*>(v);
+  constexpr int kIlp = 4;
+  for (int base = threadIdx.x; base < n4; base += kArgThreads * kIlp) {
+    float4 q[kIlp];
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const int i = base + u * kArgThreads;
+      q[u] = i < n4 ? __ldg(v4 + i) : make_float4(NAN, NAN, NAN, NAN);
     }
-  bv[threadIdx.x] = best;
-  bi[threadIdx.x] = idx;
-  __syncthreads();
-  for (int half = kArgThreads / 2; half > 0; half >>= 1) {
-    if (threadIdx.x < half) {
-      const float ov = bv[threadIdx.x + half];
-      const int oi = bi[threadIdx.x + half];
-      if (ov > bv[threadIdx.x] || (ov == bv[threadIdx.x] && oi < bi[threadIdx.x])) {
-        bv[threadIdx.x] = ov;
-        bi[threadIdx.x] = oi;
-      }
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const int i = 4 * (base + u * kArgThreads);
+      arg_take(q[u].x, i, best, idx, n);
+      arg_take(q[u].y, i + 1, best, idx, n);
+      arg_take(q[u].z, i + 2, best, idx, n);
+      arg_take(q[u].w, i + 3, best, idx, n);
     }
-    __syncthreads();
   }
-  if (threadIdx.x == 0) *out = bi[0] < n ? bi[0] : 0;
+  for (int i = 4 * n4 + threadIdx.x; i < n; i += kArgThreads) arg_take(v[i], i, best, idx, n);
+  // warp then block: larger value, then lower index
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, off);
+    const int oi = __shfl_xor_sync(0xffffffffu, idx, off);
+    if (oi < n && (idx == n || ov > best || (ov == best && oi < idx))) best = ov, idx = oi;
+  }
+  if ((threadIdx.x & 31) == 0) bv[threadIdx.x >> 5] = best, bi[threadIdx.x >> 5] = idx;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float b = bv[0];
+    int j = bi[0];
+    for (int w = 1; w < kArgThreads / 32; ++w)
+      if (bi[w] < n && (j == n || bv[w] > b || (bv[w] == b && bi[w] < j))) b = bv[w], j = bi[w];
+    *out = j < n ? j : 0;
+  }
 }
 
 }  // namespace
@@ -174,13 +266,20 @@ void embed(cudaStream_t s, const DMat& E, const int32_t* ids, int64_t T, float* 
 
 void rms_norm(cudaStream_t s, const float* x, int64_t xs, const float* w, int64_t T, int64_t n, float eps, float* y,
               int64_t ys) {
-  rms_norm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(const_cast<float*>(x), xs, nullptr, w,
-                                                                     static_cast<int>(n), eps, y, ys);
+  if (norm_v4_ok(x, xs, nullptr, w, n, y, ys))
+    rms_norm_v4_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(const_cast<float*>(x), xs, nullptr, w,
+                                                                          static_cast<int>(n), eps, y, ys);
+  else
+    rms_norm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(const_cast<float*>(x), xs, nullptr, w,
+                                                                       static_cast<int>(n), eps, y, ys);
   MERE_CUDA_CHECK_LAUNCH("rms_norm_kernel");
 }
 
 void add_rms_norm(cudaStream_t s, float* x, const float* o, const float* w, int64_t T, int64_t n, float eps, float* y) {
-  rms_norm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, n, o, w, static_cast<int>(n), eps, y, n);
+  if (norm_v4_ok(x, n, o, w, n, y, n))
+    rms_norm_v4_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, n, o, w, static_cast<int>(n), eps, y, n);
+  else
+    rms_norm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, n, o, w, static_cast<int>(n), eps, y, n);
   MERE_CUDA_CHECK_LAUNCH("rms_norm_kernel (add)");
 }
 

@@ -28,7 +28,27 @@ CudaSeqState::CudaSeqState(CudaDevice& dev, const ModelConfig& cfg, bool with_mt
   reset();
 }
 
-CudaSeqState::~CudaSeqState() { drop_graph(); }
+CudaSeqState::~CudaSeqState() {
+  drop_graph();
+  if (pinned_) {  // steps still in flight write into the ring: wait for them first
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventSynchronize(e);
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);
+    cudaFreeHost(pinned_);
+  }
+}
+
+CudaSeqState::GreedySlot* CudaSeqState::greedy_slot(int64_t n) {
+  if (!pinned_) {
+    DeviceGuard g(dev_.ordinal());
+    void* p = nullptr;
+    MERE_CUDA_CHECK(cudaHostAlloc(&p, sizeof(GreedySlot) * kGreedySlots, cudaHostAllocDefault));
+    pinned_ = static_cast<GreedySlot*>(p);
+    for (cudaEvent_t& e : events_) MERE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  return pinned_ + n % kGreedySlots;
+}
 
 void CudaSeqState::drop_graph() {
   if (graph) cudaGraphExecDestroy(graph);
@@ -101,6 +121,7 @@ void CudaSeqState::restore(const DeviceCheckpoint& cp) {
 
 std::unique_ptr<DeviceSequenceState> CudaSeqState::fork() const {
   auto f = std::make_unique<CudaSeqState>(dev_, cfg_, with_mtp_);
+  f->graphs = graphs;
   DeviceGuard g(dev_.ordinal());
   MERE_CUDA_CHECK(cudaMemcpyAsync(f->gdn_.get(), gdn_.get(), gdn_.bytes(), cudaMemcpyDeviceToDevice, dev_.stream()));
   const size_t row_bytes = static_cast<size_t>(cfg_.num_kv_heads * cfg_.head_dim) * 4;

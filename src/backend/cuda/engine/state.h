@@ -53,6 +53,16 @@ class CudaSeqState final : public DeviceSequenceState {
   int32_t* pos() const { return io_.as<int32_t>() + 16; }   // [0]: main position, [1]: MTP position
   int32_t* argmax() const { return io_.as<int32_t>() + 18; }
 
+  // pipelined greedy steps (CudaEngine::submit_greedy): a ring of kMaxGreedyInFlight slots of pinned
+  // host memory {id out, id in, position in} and an event each, used in submission order
+  struct GreedySlot {
+    int32_t out, id_in, pos_in;
+  };
+  GreedySlot* greedy_slot(int64_t n);  // slot of step n (allocates the ring on first use)
+  cudaEvent_t greedy_event(int64_t n) const { return events_[static_cast<size_t>(n % kGreedySlots)]; }
+  int64_t greedy_submitted = 0, greedy_collected = 0;
+  static constexpr int kGreedySlots = 2;
+
   // decode graph of this sequence (T = 1 steps); key: what the captured step does
   cudaGraphExec_t graph = nullptr;
   uint64_t graph_key = 0;
@@ -68,6 +78,8 @@ class CudaSeqState final : public DeviceSequenceState {
   std::vector<KvBuf> kv_;
   KvBuf mtp_;
   DeviceBuffer gdn_, trace_, io_;
+  GreedySlot* pinned_ = nullptr;  // cudaHostAlloc'd ring
+  cudaEvent_t events_[kGreedySlots] = {};
 };
 
 }  // namespace mere::cuda
