@@ -211,66 +211,125 @@ void ref_linear_parallel(const Matrix& W, const float* x, int64_t T, float* y) {
 }
 
 // ---------------------------------------------------------------- matvec checks
+// 4-bit launch shapes of the tensor-core kernels (shared-memory pipeline {rows a block, -, -,
+// stages}; register pipeline {rows a block, groups in flight, warps}) and of the SIMT kernel {rows
+// a warp, chunks in flight}; unavailable ones are skipped. kTcConfigs[0] runs for every T.
+const QMatvecConfig kTcConfigs[] = {{16, 1, 4, 8}, {32, 1, 4, 8}, {32, 1, 4, 6},
+                                    {32, 2, 4, 0}, {16, 4, 2, 0}, {16, 2, 4, 0}};
+const QMatvecConfig kSimtConfigs[] = {{4, 2}, {4, 4}, {2, 4}, {8, 1}, {2, 2}, {4, 1}};
+QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
+std::string cfg_name(const QMatvecConfig& c) {
+  char b[64];
+  if (c.stages > 0)
+    std::snprintf(b, sizeof(b), "R=%d S=%d", c.rows_per_warp / 16, c.stages);
+  else if (c.rows_per_warp >= 16)
+    std::snprintf(b, sizeof(b), "W=%d R=%d U=%d", c.warps, c.rows_per_warp / 16, c.unroll);
+  else
+    std::snprintf(b, sizeof(b), "R=%d U=%d", c.rows_per_warp, c.unroll);
+  return b;
+}
+
+// x for the matvec checks: uniform in [-1, 1), or (wide) each group of 64 scaled by 10^k, k in
+// [-20, 20], with all-zero groups, a subnormal group and an all-zero row (the tensor-core kernel
+// picks a power of two per token and group)
+std::vector<float> matvec_x(int64_t T, int64_t cols, uint64_t seed, bool wide) {
+  std::vector<float> x = random_vec(static_cast<size_t>(T * cols), seed);
+  if (!wide) return x;
+  Rng r(seed + 7);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < cols / 64; ++g) {
+      const int k = static_cast<int>(r.next() % 41) - 20;
+      const uint64_t kind = r.next() % 16;
+      const float f = kind == 0 ? 0.0f : (kind == 1 ? 1e-39f : std::pow(10.0f, static_cast<float>(k)));
+      for (int64_t c = 0; c < 64; ++c) x[static_cast<size_t>(t * cols + g * 64 + c)] *= f;
+    }
+  for (int64_t c = 0; c < cols; ++c) x[static_cast<size_t>(2 * cols + c)] = 0.0f;  // row 2 all zero
+  return x;
+}
+
 void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, const std::vector<int>& ref_Ts,
-                         uint64_t seed) {
+                         uint64_t seed, bool wide = false) {
   const HostQ hq = random_q(rows, cols, bits, seed);
   DevQ dq = upload_q(dev, hq);
   const int64_t TM = kMaxSkinnyRows;
-  const std::vector<float> x = random_vec(static_cast<size_t>(TM * cols), seed + 1);
+  const std::vector<float> x = matvec_x(TM, cols, seed + 1, wide);
   DeviceBuffer dx = to_device(dev, x, "test x");
   DeviceBuffer ws = dev.alloc(static_cast<size_t>(qmatvec_workspace_floats(TM, cols, bits)) * 4, "test workspace");
   DeviceBuffer dy = dev.alloc(static_cast<size_t>(TM * rows) * 4, "test y");
-  char tag[96];
-  std::snprintf(tag, sizeof(tag), "q%dmatvec[%lldx%lld]", bits, static_cast<long long>(rows), static_cast<long long>(cols));
-
-  // 1-row results for each of the 9 inputs, the baseline of the invariance check
-  std::vector<std::vector<float>> y1(TM);
-  for (int64_t t = 0; t < TM; ++t) {
+  char tag[112];
+  std::snprintf(tag, sizeof(tag), "q%dmatvec%s[%lldx%lld]", bits, wide ? "-widex" : "", static_cast<long long>(rows),
+                static_cast<long long>(cols));
+  auto run = [&](int64_t T, const float* xin, const QMatvecConfig& c) {
     poison(dev, dy);
-    qlinear(dev, dq.view, dx.as<float>() + t * cols, 1, ws.as<float>(), dy.as<float>());
-    y1[t] = from_device<float>(dev, dy, static_cast<size_t>(rows));
-  }
-  // against the CPU reference
-  for (int T : ref_Ts) {
-    poison(dev, dy);
-    qlinear(dev, dq.view, dx.as<float>(), T, ws.as<float>(), dy.as<float>());
-    const std::vector<float> got = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
-    std::vector<float> ref(static_cast<size_t>(T * rows));
-    ref_linear_parallel(hq.view(), x.data(), T, ref.data());
-    record(std::string(tag) + " T=" + std::to_string(T) + " vs ops::linear", compare(got.data(), ref.data(), got.size(), 1e-4, 1e-3),
-           1e-9);
-  }
-  // batch-width invariance: every row of a T-row call equals the 1-row call, bitwise
-  int64_t mismatches = 0;
-  std::string first;
-  for (int64_t T = 2; T <= TM; ++T) {
-    poison(dev, dy);
-    qlinear(dev, dq.view, dx.as<float>(), T, ws.as<float>(), dy.as<float>());
-    const std::vector<float> got = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
+    if (c.rows_per_warp == 0) {
+      qlinear(dev, dq.view, xin, T, ws.as<float>(), dy.as<float>());
+    } else {
+      qmatvec_prepare(dev, xin, T, cols, bits, ws.as<float>());
+      qmatvec(dev, dq.view, ws.as<float>(), T, dy.as<float>(), c);
+    }
+    return from_device<float>(dev, dy, static_cast<size_t>(T * rows));
+  };
+  // rows of a T-row result that differ bitwise from the 1-row results y1 (first one named in `first`)
+  auto mismatches = [&](const std::vector<float>& got, int64_t T, const std::vector<std::vector<float>>& y1,
+                        std::string* first) {
+    int64_t bad = 0;
     for (int64_t t = 0; t < T; ++t)
       for (int64_t r = 0; r < rows; ++r)
-        if (std::memcmp(&got[t * rows + r], &y1[t][r], 4) != 0) {
-          if (mismatches++ == 0) first = "T=" + std::to_string(T) + " t=" + std::to_string(t) + " r=" + std::to_string(r);
+        if (std::memcmp(&got[static_cast<size_t>(t * rows + r)], &y1[t][static_cast<size_t>(r)], 4) != 0) {
+          if (bad++ == 0 && first) *first = "T=" + std::to_string(T) + " t=" + std::to_string(t) + " r=" + std::to_string(r);
         }
+    return bad;
+  };
+
+  // 1-row results of the default path (4-bit: tensor cores) for each of the 9 inputs
+  std::vector<std::vector<float>> y1(TM), y1s(TM);
+  for (int64_t t = 0; t < TM; ++t) y1[t] = run(1, dx.as<float>() + t * cols, QMatvecConfig{});
+  // against the CPU reference (4-bit: the SIMT fallback too)
+  for (int T : ref_Ts) {
+    std::vector<float> ref(static_cast<size_t>(T * rows));
+    ref_linear_parallel(hq.view(), x.data(), T, ref.data());
+    const std::vector<float> got = run(T, dx.as<float>(), QMatvecConfig{});
+    record(std::string(tag) + " T=" + std::to_string(T) + " vs ops::linear", compare(got.data(), ref.data(), got.size(), 1e-4, 1e-3),
+           1e-9);
+    if (bits == 4) {  // both 4-bit kernels, whichever is the default
+      const std::vector<float> gs = run(T, dx.as<float>(), simt_config(T));
+      record(std::string(tag) + " SIMT T=" + std::to_string(T) + " vs ops::linear",
+             compare(gs.data(), ref.data(), gs.size(), 1e-4, 1e-3), 1e-9);
+      const std::vector<float> gt = run(T, dx.as<float>(), kTcConfigs[0]);
+      record(std::string(tag) + " tensor cores T=" + std::to_string(T) + " vs ops::linear",
+             compare(gt.data(), ref.data(), gt.size(), 1e-4, 1e-3), 1e-9);
+    }
   }
-  record_bool(std::string(tag) + " batch invariance T=1..9 bitwise", mismatches == 0,
-              mismatches == 0 ? "all rows equal" : std::to_string(mismatches) + " mismatches, first " + first);
-  // every compiled launch shape gives bitwise the same result
-  if (bits == 4) {
-    const QMatvecConfig cfgs[] = {{4, 2}, {4, 4}, {2, 4}, {8, 1}, {2, 2}, {4, 1}};
-    int64_t bad = 0;
-    for (int T = 1; T <= 2; ++T)
-      for (const auto& c : cfgs) {
-        if (!qmatvec_config_available(bits, T, c)) continue;
-        poison(dev, dy);
-        qmatvec_prepare(dev, dx.as<float>(), T, cols, bits, ws.as<float>());
-        qmatvec(dev, dq.view, ws.as<float>(), T, dy.as<float>(), c);
-        const std::vector<float> got = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t r = 0; r < rows; ++r) bad += std::memcmp(&got[t * rows + r], &y1[t][r], 4) != 0;
+  // batch-width invariance: every row of a T-row call equals the 1-row call, bitwise
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t T = 2; T <= TM; ++T) bad += mismatches(run(T, dx.as<float>(), QMatvecConfig{}), T, y1, &first);
+  record_bool(std::string(tag) + " batch invariance T=1..9 bitwise", bad == 0,
+              bad == 0 ? "all rows equal" : std::to_string(bad) + " mismatches, first " + first);
+  if (bits != 4) return;
+  // each 4-bit kernel family on its own (whichever is the default): every launch shape and every T
+  // gives bitwise its 1-row results. Tensor cores: both pipelines, T = 1..9, vs the first shape's
+  // 1-row calls; SIMT: T = 2..9 of its default shapes and all shapes at T = 1, 2.
+  std::vector<std::vector<float>> y1t(TM);
+  for (int64_t t = 0; t < TM; ++t) y1t[t] = run(1, dx.as<float>() + t * cols, kTcConfigs[0]);
+  bad = 0;
+  first.clear();
+  int shapes = 0;
+  for (int T = 1; T <= TM; ++T)
+    for (const auto& c : kTcConfigs)
+      if (qmatvec_config_available(bits, T, c)) {
+        ++shapes;
+        bad += mismatches(run(T, dx.as<float>(), c), T, y1t, &first);
       }
-    record_bool(std::string(tag) + " launch shapes agree bitwise", bad == 0, std::to_string(bad) + " mismatches");
-  }
+  record_bool(std::string(tag) + " tensor cores: all launch shapes x T=1..9 bitwise", bad == 0,
+              std::to_string(shapes) + " calls, " + std::to_string(bad) + " mismatches" + (bad ? ", first " + first : std::string()));
+  for (int64_t t = 0; t < TM; ++t) y1s[t] = run(1, dx.as<float>() + t * cols, simt_config(1));
+  bad = 0;
+  for (int64_t T = 2; T <= TM; ++T) bad += mismatches(run(T, dx.as<float>(), simt_config(T)), T, y1s, nullptr);
+  for (int T = 1; T <= 2; ++T)
+    for (const auto& c : kSimtConfigs)
+      if (qmatvec_config_available(bits, T, c)) bad += mismatches(run(T, dx.as<float>(), c), T, y1s, nullptr);
+  record_bool(std::string(tag) + " SIMT: launch shapes + T=1..9 bitwise", bad == 0, std::to_string(bad) + " mismatches");
 }
 
 void check_qmatvec(CudaDevice& dev, bool quick) {
@@ -282,6 +341,7 @@ void check_qmatvec(CudaDevice& dev, bool quick) {
     check_qmatvec_shape(dev, breaking_rows[i], breaking_cols[i], 4, all, ++seed);
     check_qmatvec_shape(dev, breaking_rows[i], breaking_cols[(i + 3) % 8], 8, all, ++seed);
   }
+  check_qmatvec_shape(dev, 257, 4160, 4, all, ++seed, true);  // x over 40 decades, zero groups and rows
   check_qmatvec_shape(dev, 33, 17408, 4, all, ++seed);
   check_qmatvec_shape(dev, 512, 2048, 4, all, ++seed);  // 35B-A3B expert gate/up
   check_qmatvec_shape(dev, 2048, 512, 4, all, ++seed);  // 35B-A3B expert down
@@ -590,48 +650,76 @@ void bench_qmatvec(CudaDevice& dev) {
                           {2048, 512, "35B expert down"}};
   const size_t min_total = std::max<size_t>(8 * dev.l2_bytes(), size_t{1} << 30);
   DeviceBuffer x = dev.alloc(static_cast<size_t>(kMaxSkinnyRows * 17408) * 4, "bench x");
-  DeviceBuffer ws = dev.alloc(static_cast<size_t>(qmatvec_workspace_floats(kMaxSkinnyRows, 17408, 8)) * 4, "bench ws");
+  DeviceBuffer ws = dev.alloc(static_cast<size_t>(std::max(qmatvec_workspace_floats(kMaxSkinnyRows, 17408, 8),
+                                                           qmatvec_workspace_floats(kMaxSkinnyRows, 17408, 4))) * 4,
+                              "bench ws");
   DeviceBuffer y = dev.alloc(static_cast<size_t>(kMaxSkinnyRows * 248320) * 4, "bench y");
   {
     const auto hx = random_vec(static_cast<size_t>(kMaxSkinnyRows * 17408), 42);
     dev.upload(x.get(), hx.data(), hx.size() * 4);
   }
-  const QMatvecConfig variants[] = {{4, 2}, {4, 1}, {4, 4}, {2, 4}, {8, 1}, {2, 2}};
+  auto same = [](const QMatvecConfig& a, const QMatvecConfig& b) {
+    if (a.rows_per_warp != b.rows_per_warp || a.stages != b.stages) return false;
+    return a.stages > 0 || (a.unroll == b.unroll && (a.rows_per_warp < 16 || a.warps == b.warps));
+  };
   for (const auto& s : shapes) {
     for (int bits : {4, 8}) {
       if (bits == 8 && s.rows != 17408) continue;
       QBank bank = make_bank(dev, s.rows, s.cols, bits, min_total);
       const double bytes_w = static_cast<double>(bank.views[0].bytes());
       const int nb = static_cast<int>(bank.views.size());
-      const int maxT = (s.rows == 17408 && bits == 4) ? kMaxSkinnyRows : 1;
-      for (int T = 1; T <= maxT; ++T) {
-        if (T > 4 && T != 9 && T != 6) continue;
+      const bool big27 = s.cols >= 5120 && s.rows <= 17408;  // the four 27B projection shapes
+      // label: "" for the process default, " (auto)" for the tensor-core auto pick, " (sweep)" else
+      auto bench_one = [&](int T, const QMatvecConfig& c, const char* label, const char* kernel) {
         qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
-        const bool sweep = (T == 1 && bits == 4);
-        for (const auto& c : variants) {
-          const QMatvecConfig dflt = qmatvec_default_config(bits, T, s.rows);
-          const bool is_default = c.rows_per_warp == dflt.rows_per_warp && c.unroll == dflt.unroll;
-          if (!is_default && !sweep) continue;
-          if (!qmatvec_config_available(bits, T, c)) continue;
-          auto fn = [&](int i) { qmatvec(dev, bank.views[i % nb], ws.as<float>(), T, y.as<float>(), c); };
-          const Timing t = time_launches(dev, 5, 30, fn);
-          const double g = time_graph(dev, std::min(nb * 2, 256), fn);
-          const double bytes = bytes_w + 4.0 * T * s.cols * 1.03 + 4.0 * T * s.rows;
-          char name[128];
-          std::snprintf(name, sizeof(name), "q%d [%lld,%lld] T=%d R=%d U=%d%s", bits, static_cast<long long>(s.rows),
-                        static_cast<long long>(s.cols), T, c.rows_per_warp, c.unroll, is_default ? "" : " (sweep)");
-          std::ostringstream ex;
-          ex << ",\"shape\":\"" << s.what << "\",\"bits\":" << bits << ",\"T\":" << T << ",\"rows_per_warp\":"
-             << c.rows_per_warp << ",\"unroll\":" << c.unroll << ",\"weight_copies\":" << nb
-             << ",\"default_config\":" << (is_default ? "true" : "false");
-          add_bench(name, bytes, 2.0 * T * s.rows * s.cols, t, g, ex.str());
-        }
+        auto fn = [&](int i) { qmatvec(dev, bank.views[i % nb], ws.as<float>(), T, y.as<float>(), c); };
+        const Timing t = time_launches(dev, 5, 30, fn);
+        const double g = time_graph(dev, std::min(nb * 2, 256), fn);
+        const double bytes = bytes_w + 4.0 * T * s.cols * 1.03 + 4.0 * T * s.rows;
+        char name[160];
+        std::snprintf(name, sizeof(name), "q%d%s [%lld,%lld] T=%d %s%s", bits, kernel, static_cast<long long>(s.rows),
+                      static_cast<long long>(s.cols), T, cfg_name(c).c_str(), label);
+        std::ostringstream ex;
+        ex << ",\"shape\":\"" << s.what << "\",\"bits\":" << bits << ",\"T\":" << T << ",\"kernel\":\""
+           << (kernel[0] ? "tc" : "simt") << "\",\"rows_per_warp\":" << c.rows_per_warp << ",\"unroll\":" << c.unroll
+           << ",\"warps\":" << c.warps << ",\"stages\":" << c.stages << ",\"weight_copies\":" << nb
+           << ",\"default_config\":" << (label[0] ? "false" : "true") << ",\"tc_auto\":" << (std::string(label) == " (auto)" ? "true" : "false")
+           << ",\"graph_pct_of_copy_bw\":" << jnum(g_copy_gbs > 0 && g > 0 ? 100.0 * bytes / (g * 1e-6) / 1e9 / g_copy_gbs : 0);
+        add_bench(name, bytes, 2.0 * T * s.rows * s.cols, t, g, ex.str());
+      };
+      auto label_of = [&](int T, const QMatvecConfig& c, const QMatvecConfig& tc_auto) {
+        return same(c, qmatvec_default_config(bits, T, s.rows)) ? "" : (same(c, tc_auto) ? " (auto)" : " (sweep)");
+      };
+      if (bits == 8) {
+        for (int T : {1, 9}) bench_one(T, qmatvec_default_config(bits, T, s.rows), "", "");
+        continue;
+      }
+      // SIMT: the T = 1 sweep on every shape, T = 2..9 at [17408,5120]
+      for (const auto& c : kSimtConfigs)
+        if (qmatvec_config_available(bits, 1, c)) bench_one(1, c, label_of(1, c, QMatvecConfig{}), "");
+      if (s.rows == 17408)
+        for (int T : {2, 3, 4, 6, 9}) bench_one(T, simt_config(T), label_of(T, simt_config(T), QMatvecConfig{}), "");
+      // tensor cores: every launch shape at T = 1 (all T at [17408,5120]); the auto pick at T = 1..9
+      // on the 27B projections, T = 1 and 9 elsewhere
+      const int maxT = big27 ? kMaxSkinnyRows : 1;
+      for (int T = 1; T <= kMaxSkinnyRows; ++T) {
+        if (T > maxT && T != 9) continue;
+        const QMatvecConfig tauto = qmatvec_tc_config(T, s.rows);
+        bench_one(T, tauto, label_of(T, tauto, tauto), "tc");
+        if (T == 1 || s.rows == 17408)
+          for (const auto& c : kTcConfigs)
+            if (!same(c, tauto) && qmatvec_config_available(bits, T, c)) bench_one(T, c, label_of(T, c, tauto), "tc");
       }
       if (s.rows == 17408 && bits == 4) {  // prepare + matvec, as a caller without a fused producer sees it
-        auto fn = [&](int i) { qlinear(dev, bank.views[i % nb], x.as<float>(), 1, ws.as<float>(), y.as<float>()); };
-        const Timing t = time_launches(dev, 5, 30, fn);
-        add_bench("qlinear (prepare+matvec) [17408,5120] T=1", bytes_w, 2.0 * s.rows * s.cols, t,
-                  time_graph(dev, 64, fn));
+        for (int T : {1, 9}) {
+          auto fn = [&](int i) { qlinear(dev, bank.views[i % nb], x.as<float>(), T, ws.as<float>(), y.as<float>()); };
+          const Timing t = time_launches(dev, 5, 30, fn);
+          add_bench("qlinear (prepare+matvec) [17408,5120] T=" + std::to_string(T), bytes_w, 2.0 * T * s.rows * s.cols, t,
+                    time_graph(dev, 64, fn));
+          auto fp = [&](int) { qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>()); };
+          add_bench("qmatvec_prepare q4 [T=" + std::to_string(T) + ", 5120]", 4.0 * T * s.cols * 3, 0,
+                    time_launches(dev, 5, 30, fp), time_graph(dev, 64, fp));
+        }
       }
     }
   }

@@ -30,17 +30,18 @@ echo "[device_run] mere_cuda_check exit $rc"
 if [ "${MERE_SKIP_TOOLS:-0}" != 1 ]; then
   timeout 150 compute-sanitizer --tool memcheck --print-limit 20 "$BIN" --quick >"$OUT/sanitizer.log" 2>&1
   echo "[device_run] compute-sanitizer exit $? ($(tail -1 "$OUT/sanitizer.log"))"
+  # the 4-bit tensor-core kernel at T = 1: shared-memory pipeline R=1 S=8, scales copied too
+  K=qmatvec_tcs_kernelILi1ELi1ELi8ELi6ELb1E
   cuobjdump --dump-sass "$BIN" 2>/dev/null |
-    awk '/Function : .*qmatvec_kernelILi4ELi1ELi4ELi2E/{p=1} /Function : /{if(!/qmatvec_kernelILi4ELi1ELi4ELi2E/)p=0} p' \
-      >"$OUT/sass_q4_T1.txt"
-  echo "[device_run] SASS op histogram of q4 T=1 R=4 U=2:"
+    awk -v k="$K" '/Function : /{p=index($0,k)>0} p' >"$OUT/sass_q4_T1.txt"
+  echo "[device_run] SASS op histogram of q4 tensor-core T=1 R=1 S=8:"
   grep -oE '^\s+/\*[0-9a-f]{4}\*/\s+[A-Z][A-Z0-9_.]*' "$OUT/sass_q4_T1.txt" | awk '{print $2}' | sed 's/\..*//' |
     sort | uniq -c | sort -rn | head -14 | tr '\n' ' '
   echo
-  timeout 150 ncu --clock-control none -k regex:qmatvec_kernel --section SpeedOfLight --section Occupancy \
+  timeout 150 ncu --clock-control none -k regex:qmatvec_tc --section SpeedOfLight --section Occupancy \
     --section SchedulerStats --section WarpStateStats --section LaunchStats "$BIN" --ncu >"$OUT/ncu.txt" 2>&1
   echo "[device_run] ncu exit $?"
-  grep -E "qmatvec_kernel|DRAM Throughput|Memory Throughput|Duration|Issue Slots Busy|No Eligible|Achieved Occupancy|Registers Per" \
+  grep -E "qmatvec_tc|DRAM Throughput|Memory Throughput|Duration|Issue Slots Busy|No Eligible|Achieved Occupancy|Registers Per" \
     "$OUT/ncu.txt" | head -60
 fi
 exit "$rc"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine: prefill kernel checks + benchmarks (mere_prefill_check, carried in
-# build/prefill-carry/), compute-sanitizer memcheck on --quick, and a cuBLAS bf16 matmul reference
+# build/prefill-carry/ or $B), compute-sanitizer memcheck on --quick, and a cuBLAS bf16 matmul reference
 # through PyTorch at the same shapes (the dense-bf16 ceiling our dequantising kernel is compared to).
 # Writes everything under $OUT (default /tmp/mere-prefill-out).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/mere-prefill-out}"
 mkdir -p "$OUT"
-BIN=build/prefill-carry/mere_prefill_check
+BIN=${B:-build/prefill-carry}/mere_prefill_check
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu \
   --format=csv >"$OUT/gpu.txt" 2>&1
 "$BIN" --json "$OUT/prefill.json" 2>&1 | tee "$OUT/prefill.log"

@@ -1,5 +1,6 @@
-// Affine 4/8-bit group-64 matrix x skinny-rows kernels (see qmatvec.h for the exact contract).
-// A warp owns R rows; lane l streams 16-byte code chunks j = l, l+32, ... of each, U chunks in
+// Affine 4/8-bit group-64 matrix x skinny-rows kernels (see qmatvec.h for the exact contracts).
+// 4-bit runs on the tensor cores by default (qmatvec_tc.cu); this file holds the SIMT kernel (8-bit,
+// and the 4-bit fallback) and the dispatch. SIMT: a warp owns R rows; lane l streams 16-byte code chunks j = l, l+32, ... of each, U chunks in
 // flight, reusing the x slice it loads for all R rows. Codes become floats without conversions:
 // (code bits | 0x4B000000) - 2^23 = q * 16^p exactly, and x was prescaled by 16^-p (prepare step).
 // The prepared x is stored lane-interleaved ([span of 32 chunks][float4 unit][lane]) so that each
@@ -8,9 +9,12 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec_tc.h"
 
 namespace mere::cuda {
 namespace {
@@ -264,33 +268,76 @@ void check_shape(const char* where, int bits, int64_t T, int64_t cols) {
   MERE_CHECK(T * cols < (int64_t{1} << 31), where, "input too large: expected T*cols < 2^31, got ", T * cols);
 }
 
-}  // namespace
+// SIMT part of the workspace, then (4-bit) the tensor-core part at a 16-byte-aligned offset.
+int64_t simt_ws_floats(int64_t T, int64_t cols, int bits) { return T * xs_stride(cols, bits) + T * (cols * bits / 128); }
+int64_t tc_offset(int64_t T, int64_t cols) { return (simt_ws_floats(T, cols, 4) + 3) / 4 * 4; }
 
-int64_t qmatvec_workspace_floats(int64_t T, int64_t cols, int bits) {
-  return T * xs_stride(cols, bits) + T * (cols * bits / 128);
+bool is_tc(int bits, const QMatvecConfig& c) { return bits == 4 && c.rows_per_warp >= 16; }
+
+int current_sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 132;
+  return sms;
 }
 
-QMatvecConfig qmatvec_default_config(int bits, int64_t T, int64_t rows) {
-  // 4-bit T = 1 (H200 sweep, v2): 8 rows a warp when there are enough rows to fill the chip
-  // (>= 8192: 1024+ warps), else 2 rows a warp with 2 chunks in flight (more warps).
+// 4-bit default kernel. The tensor-core kernels are correct (H200 run v4a) but the measured one
+// (register pipeline) is slower than SIMT at T = 1, and the shared-memory pipeline has not run on a
+// GPU yet (docs/cuda-kernels.md §1 "v4"), so SIMT stays the default. MERE_CUDA_QMATVEC=tc selects
+// the tensor cores for the whole process (read once: one kernel for every T keeps batch-width
+// invariance). Flip kTensorCoreDefault once the pipeline is measured faster at T = 1.
+constexpr bool kTensorCoreDefault = false;
+bool tensor_core_default() {
+  static const bool v = [] {
+    const char* e = std::getenv("MERE_CUDA_QMATVEC");
+    if (e == nullptr) return kTensorCoreDefault;
+    return std::string_view(e) == "tc";
+  }();
+  return v;
+}
+
+QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
+  if (bits == 4 && tensor_core_default()) return detail::q4tc_default(T, rows, sms);
+  // SIMT, H200 sweep (v2): 4-bit T = 1: 8 rows a warp when there are enough rows to fill the chip
+  // (>= 8192: 1024+ warps), else 2 rows a warp with 2 chunks in flight (more warps)
   if (bits == 4 && T == 1) return rows >= 8192 ? QMatvecConfig{8, 1} : QMatvecConfig{2, 2};
   return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1};
 }
 
+}  // namespace
+
+int64_t qmatvec_workspace_floats(int64_t T, int64_t cols, int bits) {
+  if (bits == 4) return tc_offset(T, cols) + detail::q4tc_floats(T, cols);
+  return simt_ws_floats(T, cols, bits);
+}
+
+QMatvecConfig qmatvec_default_config(int bits, int64_t T, int64_t rows) {
+  return default_config(bits, T, rows, current_sm_count());
+}
+
+QMatvecConfig qmatvec_tc_config(int64_t T, int64_t rows) {
+  MERE_CHECK(T >= 1 && T <= kMaxSkinnyRows, "qmatvec_tc_config", "row count out of range: expected 1..", kMaxSkinnyRows,
+             ", got ", T);
+  return detail::q4tc_default(T, rows, current_sm_count());
+}
+
 bool qmatvec_config_available(int bits, int64_t T, QMatvecConfig cfg) {
-  if (cfg.rows_per_warp == 0 || cfg.unroll == 0) cfg = qmatvec_default_config(bits, T, 1);
+  if (cfg.rows_per_warp == 0 || cfg.unroll == 0) return T >= 1 && T <= kMaxSkinnyRows;
+  if (is_tc(bits, cfg)) return detail::q4tc_available(T, cfg);
   return find_variant(bits, T, cfg.rows_per_warp, cfg.unroll) != nullptr;
 }
 
 void qmatvec_prepare(CudaDevice& dev, const float* x, int64_t T, int64_t cols, int bits, float* ws) {
   check_shape("qmatvec_prepare", bits, T, cols);
   DeviceGuard guard(dev.ordinal());
+  if (bits == 4) {  // both layouts: the tensor-core kernel's and the SIMT fallback's
+    detail::q4_prepare(dev.stream(), x, static_cast<int>(T), static_cast<int>(cols), ws,
+                       static_cast<int>(xs_stride(cols, 4)), ws + T * xs_stride(cols, 4), ws + tc_offset(T, cols));
+    return;
+  }
   const int n = static_cast<int>(T * (cols * bits / 128));
   const int threads = 128, blocks = (n + threads - 1) / threads;
-  if (bits == 4)
-    qmatvec_prepare_kernel<4><<<blocks, threads, 0, dev.stream()>>>(x, static_cast<int>(T), static_cast<int>(cols), ws);
-  else
-    qmatvec_prepare_kernel<8><<<blocks, threads, 0, dev.stream()>>>(x, static_cast<int>(T), static_cast<int>(cols), ws);
+  qmatvec_prepare_kernel<8><<<blocks, threads, 0, dev.stream()>>>(x, static_cast<int>(T), static_cast<int>(cols), ws);
   MERE_CUDA_CHECK_LAUNCH("qmatvec_prepare_kernel");
 }
 
@@ -298,11 +345,15 @@ void qmatvec(CudaDevice& dev, const QWeightView& W, const float* ws, int64_t T, 
   check_shape("qmatvec", W.bits, T, W.cols);
   MERE_CHECK(W.rows > 0 && W.rows < (int64_t{1} << 31) && W.rows * (W.cols / 64) < (int64_t{1} << 31), "qmatvec",
              "row count out of range: expected 1..2^31 rows with rows*cols/64 < 2^31, got ", W.rows);
-  if (cfg.rows_per_warp == 0 || cfg.unroll == 0) cfg = qmatvec_default_config(W.bits, T, W.rows);
+  if (cfg.rows_per_warp == 0 || cfg.unroll == 0) cfg = default_config(W.bits, T, W.rows, dev.sm_count());
+  DeviceGuard guard(dev.ordinal());
+  if (is_tc(W.bits, cfg)) {
+    detail::q4tc_launch(dev.stream(), W, ws + tc_offset(T, W.cols), T, y, cfg);
+    return;
+  }
   const Variant* v = find_variant(W.bits, T, cfg.rows_per_warp, cfg.unroll);
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled kernel for bits=", W.bits, " T=", T, " rows_per_warp=",
              cfg.rows_per_warp, " unroll=", cfg.unroll);
-  DeviceGuard guard(dev.ordinal());
   const int64_t warps = (W.rows + cfg.rows_per_warp - 1) / cfg.rows_per_warp;
   const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
   v->fns[T - 1]<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, dev.stream()>>>(

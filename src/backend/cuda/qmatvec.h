@@ -2,13 +2,31 @@
 // verification: y[t] = W x[t], t < T <= 9, W: [rows, cols] dequantised as w = scale * q + bias.
 // CPU reference: ops::linear (src/backend/cpu/ref_ops.cpp) on the same mere::Matrix.
 //
-// Exact contract (what makes it batch-width invariant, mtp.md §6): row r of output t is
+// Two kernels, each with an exact contract that makes it batch-width invariant (mtp.md §6): row t of
+// a T-row call is bitwise the 1-row call, and every launch shape of a kernel gives bitwise the same
+// result (cuda_check tests both for every shape).
+//
+// 4-bit, tensor cores (selected by a tensor-core QMatvecConfig or MERE_CUDA_QMATVEC=tc; not yet the
+// default, docs/cuda-kernels.md §1 "v4"): for row r, token t, group G of 64
+// columns, with s = s(t, G) the power of two that puts the group's max |x| in [2^14, 2^15) and
+// xh = f16(x * 2^s), xl = f16(x * 2^s - xh) (0 for an all-zero group, s = 0 for non-finite x):
+//     h = mma.m16n8k16 f16 -> f32 of the group's 64 codes (exact f16 integers) with xh, as 4 k-steps
+//         into a zeroed accumulator, k order fixed (columns 16q+ks, +4, +8, +12 at k-step ks)
+//     l = the same with xl (another n-column of the same mma)
+//     acc_S = fma(scale[r,G], (h + l) * 2^-s, fma(bias[r,G], sum_G(x[t]), acc_S))     (fp32)
+//   over the groups G = S, S+4, S+8, ... of slice S in increasing order (4 slices), sum_G(x) =
+//   (q0 + q1) + (q2 + q3) of the in-order fp32 sums q of its four 16-column quarters; then
+//   y = ((acc_0 + acc_1) + acc_2) + acc_3.
+// Each token occupies its own two columns of the mma (tokens 4j..4j+3 share n-tile j); a column's
+// result depends only on A and that column of B, so nothing depends on T, the other tokens, the warps
+// a block, the rows a block or the groups in flight.
+//
+// SIMT (8-bit, and 4-bit by default; rows_per_warp 2, 4 or 8): row r of output t is
 //   for each lane l < 32, chunks j = l, l+32, ... (a chunk = 16 bytes of codes = 128/bits columns):
 //     qx  = sum over the chunk's columns c, in order, of fma(q[r,c], x[t,c], qx)       (fp32)
 //     acc = fma(scale[r,g], qx, fma(bias[r,g], sum_chunk(x[t]), acc))                  (g = c/64)
 //   y = butterfly sum of the 32 lane accumulators (xor 16, 8, 4, 2, 1)
-// Nothing in it depends on T, the rows per warp or the unroll depth, so row t of a T-row call is
-// bitwise the 1-row call, and every launch configuration gives bitwise the same result.
+// (4-bit: sum_chunk = sum of the chunk's two 16-column quarters, each in order.)
 #pragma once
 #include <cstdint>
 
@@ -28,16 +46,29 @@ struct QWeightView {
   size_t bytes() const { return static_cast<size_t>(rows * cols * bits / 8 + rows * (cols / 64) * 4); }
 };
 
-// Launch shape: rows per warp (the x slice a lane loads is reused over them) and 16-byte chunks
-// per row a lane keeps in flight. 0 = choose automatically. Results do not depend on it.
+// Launch shape; rows_per_warp = 0: choose automatically (qmatvec_default_config). Results never
+// depend on it (within one kernel).
+// * SIMT kernel (8-bit; 4-bit with rows_per_warp 2, 4 or 8): rows per warp (the x slice a lane loads
+//   is reused over them) and 16-byte chunks per row a lane keeps in flight (unroll 1, 2 or 4).
+// * 4-bit tensor cores (rows_per_warp 16 or 32 = rows a block, R tiles of 16 rows that every warp
+//   of the block works on), two implementations with the same contract (bitwise equal results):
+//   - stages > 0: shared-memory pipeline: 4 warps, the block copies 4 groups (128 bytes) of each of
+//     its rows a stage with cp.async, `stages` deep; warp w takes group w of each stage (unroll,
+//     warps ignored);
+//   - stages = 0: register pipeline: unroll = groups a warp keeps in flight per register stage (two
+//     stages), warps = warps a block (1, 2 or 4; the 4 K slices are spread over them).
 struct QMatvecConfig {
-  int rows_per_warp = 0;  // 2, 4 or 8
-  int unroll = 0;         // 1, 2 or 4
+  int rows_per_warp = 0;
+  int unroll = 0;
+  int warps = 0;   // tensor cores, register pipeline
+  int stages = 0;  // tensor cores, shared-memory pipeline
 };
 
 // Floats of workspace qmatvec needs for T rows of `cols` inputs: prescaled x, lane-interleaved
 // [T, spans of 32 chunks, float4 unit, lane] (padded to whole spans), and the per-chunk sums of x
-// [T, cols/(128/bits)].
+// [T, cols/(128/bits)] (the SIMT layout); 4-bit adds the tensor-core layout (f16 hi/lo B fragments
+// [T, cols/64, 8 lanes, 8 words] and {sum, 2^-s} [T, cols/64]): qmatvec_prepare writes both, so
+// either kernel can run on it.
 int64_t qmatvec_workspace_floats(int64_t T, int64_t cols, int bits);
 
 // Writes the prepared input into `ws` (device, qmatvec_workspace_floats floats). x: [T, cols] f32.
@@ -50,7 +81,11 @@ void qlinear(CudaDevice& dev, const QWeightView& W, const float* x, int64_t T, f
 
 // Whether a configuration is compiled in for (bits, T) (benchmarks try several).
 bool qmatvec_config_available(int bits, int64_t T, QMatvecConfig cfg);
-// The launch shape used when cfg is {0, 0}: picked from the H200 sweep (docs/cuda-kernels.md).
+// The launch shape used when cfg.rows_per_warp is 0 (docs/cuda-kernels.md §1): the SIMT shapes from
+// the H200 sweep; with MERE_CUDA_QMATVEC=tc (4-bit) the tensor-core shape of qmatvec_tc_config.
 QMatvecConfig qmatvec_default_config(int bits, int64_t T, int64_t rows);
+// 4-bit tensor-core launch shape for (T, rows) on the current device: the compiled shape whose grid
+// fills whole waves (occupancy from the runtime) with the most bytes in flight.
+QMatvecConfig qmatvec_tc_config(int64_t T, int64_t rows);
 
 }  // namespace mere::cuda
