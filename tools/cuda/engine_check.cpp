@@ -125,19 +125,24 @@ void mtp_fixture(const std::string& root, const std::string& name) {
   compare(l3.data(), m3.data.data(), P, V, name + " MTP draft 3 (chained)");
 }
 
-std::vector<int32_t> generate(const Qwen35Model& m, const std::vector<int32_t>& prompt, int64_t n, bool mtp) {
+std::vector<int32_t> generate_with(const Qwen35Model& m, const std::vector<int32_t>& prompt, int64_t n,
+                                   const SpeculationOptions& spec) {
   SamplingParams p;
   p.temperature = 0.0f;
   p.max_tokens = n;
   p.ignore_eos = true;
   std::vector<int32_t> out;
-  SpeculationOptions spec = mtp ? SpeculationOptions{} : SpeculationOptions::off();
-  if (mtp) spec.mode = SpeculationOptions::Mode::Forced;
   Generator(m).run(prompt, p, {}, m.config().max_position_embeddings, [&](int32_t id) {
     out.push_back(id);
     return true;
   }, spec);
   return out;
+}
+
+std::vector<int32_t> generate(const Qwen35Model& m, const std::vector<int32_t>& prompt, int64_t n, bool mtp) {
+  SpeculationOptions spec = mtp ? SpeculationOptions{} : SpeculationOptions::off();
+  if (mtp) spec.mode = SpeculationOptions::Mode::Forced;
+  return generate_with(m, prompt, n, spec);
 }
 
 void parity(const std::string& root, const std::string& name) {
@@ -193,12 +198,24 @@ void parity(const std::string& root, const std::string& name) {
     report(bad == 0, name + " batch-width invariance T=2..9 vs T=1 (bitwise logits)",
            std::to_string(8 - bad) + "/8 widths equal");
   }
-  int equal = 0, equal_mtp = 0;
+  int equal = 0, equal_mtp = 0, equal_sched = 0;
   const int prompts = 8;
   for (int p = 0; p < prompts; ++p) {
     std::vector<int32_t> prompt(ids.begin() + p * 4, ids.begin() + p * 4 + 5 + p);
     const auto c = generate(*cpu, prompt, 256, false), g = generate(*gpu, prompt, 256, false);
     const auto gm = gpu->has_mtp() ? generate(*gpu, prompt, 256, true) : g;
+    {  // scheduling controls (mtp.md §4-5): the pipelined decoder, no graph, and adaptive MTP with
+       // the pipelined fallback must all give the same greedy tokens
+      SpeculationOptions piped = SpeculationOptions::off(), eager = SpeculationOptions::off(), adaptive;
+      piped.async_decode_blocks = true;
+      eager.scoped_compile = false;
+      adaptive.async_decode_blocks = true;
+      adaptive.pipelined_fallback = true;
+      const bool same = generate_with(*gpu, prompt, 256, piped) == g && generate_with(*gpu, prompt, 256, eager) == g &&
+                        generate_with(*gpu, prompt, 256, adaptive) == g;
+      equal_sched += same;
+      if (!same) std::printf("  %s prompt %d: a scheduling variant differs from the plain CUDA decode\n", name.c_str(), p);
+    }
     auto first_diff = [](const std::vector<int32_t>& x, const std::vector<int32_t>& y) {
       size_t i = 0;
       while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
@@ -215,6 +232,8 @@ void parity(const std::string& root, const std::string& name) {
          std::to_string(equal) + "/" + std::to_string(prompts) + " prompts equal");
   report(equal_mtp == prompts, name + " greedy 256 tokens CUDA+MTP == CUDA",
          std::to_string(equal_mtp) + "/" + std::to_string(prompts) + " prompts equal");
+  report(equal_sched == prompts, name + " greedy 256 tokens pipelined / no graph / adaptive+pipelined fallback == CUDA",
+         std::to_string(equal_sched) + "/" + std::to_string(prompts) + " prompts equal");
   // Prompts of 16..58 tokens: the prefill runs on the tensor-core path (T >= 16, bf16 activations
   // in the quantised GEMMs), so greedy decode may leave the CPU's at a near tie.
   int equal_long = 0;

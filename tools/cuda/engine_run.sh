@@ -4,6 +4,7 @@
 #   b27      synth the Qwen3.5-27B geometry (4-bit g64) into /tmp, `mere.run bench --backend cuda`
 #            (graph on and off), ncu per-kernel times of one 1-token forward, GPU memory peak
 #   b35      the same for the 35B-A3B geometry
+#   kcheck   $B/mere_cuda_check (kernel checks + matvec benchmarks), pcheck: $B/mere_prefill_check
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
 # Writes logs and JSON under $OUT (default /tmp/mere-engine-out). Env: B (binaries, default
 # build/engine-carry), PROMPT / GEN (bench tokens), TAG (JSON name), NCU= / NOGRAPH= (empty: skip).
@@ -54,6 +55,10 @@ PY
 for stage in "$@"; do
   case $stage in
     check) $B/mere_engine_check . 2>&1 | tee "$OUT/engine_check.log" ;;
+    kcheck) $B/mere_cuda_check --json "$OUT/cuda_check.json" >"$OUT/cuda_check.log" 2>&1
+      echo "[engine_run] mere_cuda_check exit $?"; grep -E "FAIL|checks|failed" "$OUT/cuda_check.log" | tail -8 ;;
+    pcheck) $B/mere_prefill_check --json "$OUT/prefill_check.json" >"$OUT/prefill_check.log" 2>&1
+      echo "[engine_run] mere_prefill_check exit $?"; grep -E "FAIL|checks|failed" "$OUT/prefill_check.log" | tail -8 ;;
     b27) bench 27b qwen3.5-27b 2>&1 | tee "$OUT/bench-27b.log" ;;
     b35) bench 35b qwen3.5-35b-a3b 2>&1 | tee "$OUT/bench-35b.log" ;;
     *) echo "unknown stage $stage" ;;

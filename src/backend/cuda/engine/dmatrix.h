@@ -41,6 +41,8 @@ class WeightArena {
   void* put(const void* host, size_t bytes, const char* what);
   CudaDevice& dev_;
   std::vector<DeviceBuffer> bufs_;
+  uint8_t* slab_next_ = nullptr;  // free space of the current slab of small tensors
+  size_t slab_left_ = 0;
   std::vector<std::pair<const void*, DMat>> seen_;
   size_t bytes_ = 0;
 };
