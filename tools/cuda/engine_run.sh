@@ -5,6 +5,7 @@
 #            (graph on and off), ncu per-kernel times of one 1-token forward, GPU memory peak
 #   b35      the same for the 35B-A3B geometry
 #   kcheck   $B/mere_cuda_check (kernel checks + matvec benchmarks), pcheck: $B/mere_prefill_check
+#   vb27     model verify-bench at the 27B geometry with the SIMT and the tensor-core matvec
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
 # Writes logs and JSON under $OUT (default /tmp/mere-engine-out). Env: B (binaries, default
 # build/engine-carry), PROMPT / GEN (bench tokens), TAG (JSON name), NCU= / NOGRAPH= (empty: skip).
@@ -61,6 +62,20 @@ for stage in "$@"; do
       echo "[engine_run] mere_prefill_check exit $?"; grep -E "FAIL|checks|failed" "$OUT/prefill_check.log" | tail -8 ;;
     b27) bench 27b qwen3.5-27b 2>&1 | tee "$OUT/bench-27b.log" ;;
     b35) bench 35b qwen3.5-35b-a3b 2>&1 | tee "$OUT/bench-35b.log" ;;
+    vb27)  # issue 7: oracle-fed verification by width at the 27B geometry, SIMT vs tensor-core matvec
+      [ -d /tmp/synth-vb27 ] || $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-vb27 --quiet
+      for mv in simt tc; do
+        MERE_CUDA_QMATVEC=$mv $B/mere.run model verify-bench --model /tmp/synth-vb27 --backend cuda --widths 1,2,4,8,9 \
+          --prompt-tokens 128 --passes 8 --reps 3 --json --quiet >"$OUT/verify-27b-$mv.json" 2>"/tmp/verify-27b-$mv.err" ||
+          cat "/tmp/verify-27b-$mv.err"
+        python3 - "$OUT/verify-27b-$mv.json" "$mv" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(sys.argv[2], "head/target %.3f;" % d["head_cost_ratio"],
+      " ".join("w%d %.1f tok/s (x%.2f)" % (w["width"], w["tokens_per_s"]["median"], w["speedup_vs_width1"]) for w in d["widths"]))
+PY
+      done
+      rm -rf /tmp/synth-vb27 ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
