@@ -1,8 +1,9 @@
 // The pipelined greedy decoder (mtp.md §4) on a device engine: the device's argmax of step N is the
 // input of step N+1 without a host round trip, and the host reads token N (a 4-byte copy into
 // pinned memory) while the device already runs step N+1, so read-back latency is hidden. A token
-// that ends generation (EOS, stop, the callback, the budget) costs one step computed past the end
-// and thrown away. Only for greedy requests whose tokens depend on the argmax alone (no penalties).
+// that ends generation (EOS, stop token, the callback) costs one step computed past the end and
+// thrown away; the budget costs none (no step is submitted whose token could not be emitted).
+// Only for greedy requests whose tokens depend on the argmax alone (no penalties).
 #pragma once
 #include <cstdint>
 #include <functional>
