@@ -101,7 +101,7 @@ MERE_COMMAND(Command{
         {"model", "DIR", "model directory (required)", ""},
         {"widths", "LIST", "comma-separated pass widths (1..16)", "1,4,8,9"},
         {"prompt-tokens", "N", "context prefilled before the passes", "512"},
-        {"passes", "N", "passes per repetition and width", "16"},
+        {"passes", "N", "passes per repetition and width (>= 2; the first is not timed)", "16"},
         {"reps", "N", "measured repetitions (after one warm-up)", "5"},
         {"parity-depths", "LIST", "also check greedy parity with MTP forced at these depths (comma-separated)", ""},
         {"parity-tokens", "N", "greedy tokens per parity run (EOS ignored)", "64"},

@@ -20,7 +20,7 @@ namespace cuda {
 CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordinal)
     : cfg_(cfg), dev_(ordinal), arena_(dev_) {
   const char* g = std::getenv("MERE_CUDA_GRAPH");
-  graphs_ = !(g && std::strcmp(g, "0") == 0);
+  graph_mode_ = !g || !*g ? 2 : std::strcmp(g, "0") == 0 ? 0 : std::strcmp(g, "1") == 0 ? 1 : 2;
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head");
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");

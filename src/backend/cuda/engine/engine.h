@@ -3,6 +3,7 @@
 // kRows tokens, which by batch-width invariance equals running them token by token). Sequences
 // (CudaSeqState) own their caches, state and decode graph. One stream: calls are serialised.
 #pragma once
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -60,6 +61,8 @@ class CudaEngine final : public DeviceEngine {
   DLayer upload_layer(const LayerWeights& L, int64_t index);
   void alloc_scratch();
   void step1(CudaSeqState& st, bool all, bool want_last, bool want_arg);  // T = 1 pass, graph when allowed
+  static uint64_t pass_key(const CudaSeqState& st, int64_t T, bool trace, bool all, bool last, bool arg, bool mtp);
+  void run_captured(CudaSeqState& st, uint64_t key, bool allowed, const std::function<void()>& pass);
   float* take(int64_t floats);
   CudaSeqState& state(SequenceMemory& mem);
 
@@ -104,7 +107,9 @@ class CudaEngine final : public DeviceEngine {
   DLayer mtp_layer_;
   DMat mtp_fc_;
   const float *mtp_norm_e_ = nullptr, *mtp_norm_h_ = nullptr, *mtp_norm_ = nullptr;
-  bool graphs_ = true;  // MERE_CUDA_GRAPH=0 turns the decode graph off
+  // MERE_CUDA_GRAPH: 0 no graphs, 1 decode steps (T = 1) only, unset / 2: every pass of <= 9 rows
+  // (verification widths, traced or not) and the MTP head's passes too
+  int graph_mode_ = 2;
 
   // scratch of one pass
   DeviceBuffer scratch_;

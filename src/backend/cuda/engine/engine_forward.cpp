@@ -1,14 +1,18 @@
 // CudaEngine forward / mtp_forward / replay_gdn: the wiring of Qwen35Model (src/model/qwen35.cpp)
-// op for op, every op on the device. A T = 1 main step (no trace) runs as the sequence's captured
-// CUDA graph: positions and ids are read on the device, so the graph is replayed step after step
-// and re-captured only when a KV cache moves or the step's outputs change.
+// op for op, every op on the device. Every pass of <= 9 rows (decode steps, verification widths,
+// traced or not) and the MTP head's passes run as graphs owned by the sequence, one per kind of
+// pass: positions and ids are read on the device, so a graph is replayed pass after pass and
+// captured again only when a KV cache moves.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/engine.h"
+
+#include <functional>
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/norm.h"
@@ -162,6 +166,7 @@ void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, flo
     opt.trace->layers.clear();
     opt.trace->rows = T;
     st.traced_rows = T;
+    st.trace(0);  // allocates the trace buffers now: never inside a graph capture
   }
   st.ensure_kv(pos0 + T, false);
   if (T >= kGemmRows && !opt.trace && prefill_gemm_enabled()) {  // tensor-core prefill (engine_prefill.cpp)
@@ -180,8 +185,10 @@ void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, flo
     const bool want_last = final_chunk && last, want_arg = final_chunk && opt.argmax != nullptr;
     if (T == 1 && !opt.trace) {
       step1(st, all, want_last, want_arg);
-    } else {
-      main_pass(st, Tc, opt.trace ? c0 : -1, all, want_last, want_arg);
+    } else {  // verification widths (<= 9 rows, traced or not) are captured too; longer calls run in slices
+      const int64_t row0 = opt.trace ? c0 : -1;
+      run_captured(st, pass_key(st, Tc, opt.trace != nullptr, all, want_last, want_arg, false),
+                   graph_mode_ >= 2 && T <= kRows, [&] { main_pass(st, Tc, row0, all, want_last, want_arg); });
     }
     if (hidden) download(hidden + c0 * H, h_, static_cast<size_t>(Tc * H) * 4);
     if (all) download(logits + c0 * V, logits_, static_cast<size_t>(Tc * V) * 4);
@@ -192,34 +199,47 @@ void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, flo
   mem.advance(T);
 }
 
-// One T = 1 main pass: the sequence's captured graph (captured on first use, again when what the
-// step returns or where the KV caches live changes) unless graphs are off for the engine
-// (MERE_CUDA_GRAPH=0) or for the request (MERERUN_Q35_SCOPED_COMPILE=0).
-void CudaEngine::step1(CudaSeqState& st, bool all, bool want_last, bool want_arg) {
-  cudaStream_t s = dev_.stream();
-  if (!graphs_ || !st.graphs) {
-    main_pass(st, 1, -1, all, want_last, want_arg);
+// Key of a captured pass: rows, trace, which outputs, main model or MTP head, cache generation.
+uint64_t CudaEngine::pass_key(const CudaSeqState& st, int64_t T, bool trace, bool all, bool last, bool arg, bool mtp) {
+  return static_cast<uint64_t>(T) | (trace ? 16u : 0u) | (all ? 32u : 0u) | (last ? 64u : 0u) | (arg ? 128u : 0u) |
+         (mtp ? 256u : 0u) | (st.kv_generation << 16);
+}
+
+// Runs `pass` (device work only: no host copies, allocations or waits inside) as a graph owned by
+// the sequence, captured the first time `key` is seen; a captured pass replays bitwise the same
+// kernels with the same arguments (positions and ids are read from device memory). `allowed`
+// false (graphs off for the engine, MERE_CUDA_GRAPH, or for the request,
+// MERERUN_Q35_SCOPED_COMPILE=0): the kernels are launched one by one.
+void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, const std::function<void()>& pass) {
+  if (!allowed || !st.graphs) {
+    pass();
     return;
   }
-  const uint64_t key = 1 + (all ? 2 : 0) + (want_last ? 4 : 0) + (want_arg ? 8 : 0) + (st.kv_generation << 8);
-  if (!st.graph || st.graph_key != key) {
-    st.drop_graph();
+  cudaStream_t s = dev_.stream();
+  cudaGraphExec_t exec = st.find_graph(key);
+  if (!exec) {
     cudaGraph_t g = nullptr;
     MERE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
-      main_pass(st, 1, -1, all, want_last, want_arg);
+      pass();
     } catch (...) {
       cudaStreamEndCapture(s, &g);
       if (g) cudaGraphDestroy(g);
       throw;
     }
     MERE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
-    const cudaError_t err = cudaGraphInstantiate(&st.graph, g, 0);
+    const cudaError_t err = cudaGraphInstantiate(&exec, g, 0);
     cudaGraphDestroy(g);
     MERE_CUDA_CHECK(err);
-    st.graph_key = key;
+    st.graphs_cache.emplace_back(key, exec);
   }
-  MERE_CUDA_CHECK(cudaGraphLaunch(st.graph, s));
+  MERE_CUDA_CHECK(cudaGraphLaunch(exec, s));
+}
+
+// One T = 1 main pass (decode step), captured unless graphs are off.
+void CudaEngine::step1(CudaSeqState& st, bool all, bool want_last, bool want_arg) {
+  run_captured(st, pass_key(st, 1, false, all, want_last, want_arg, false), graph_mode_ >= 1,
+               [&] { main_pass(st, 1, -1, all, want_last, want_arg); });
 }
 
 // Pipelined greedy step (mtp.md §4): inputs staged through the slot's pinned memory (a pageable
@@ -275,22 +295,21 @@ void CudaEngine::mtp_forward(const float* hidden, const int32_t* ids, int64_t T,
     MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
     MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos() + 1, &p, 4, cudaMemcpyHostToDevice, s));
     MERE_CUDA_CHECK(cudaMemcpyAsync(hin_, hidden + c0 * H, static_cast<size_t>(Tc * H) * 4, cudaMemcpyHostToDevice, s));
-    k::embed(s, embed_, st.ids(), Tc, xn_);
-    // concat order: [norm_e(embedding of the next token) | norm_h(hidden)]
-    k::rms_norm(s, xn_, H, mtp_norm_e_, Tc, H, eps, cat_, 2 * H);
-    k::rms_norm(s, hin_, H, mtp_norm_h_, Tc, H, eps, cat_ + H, 2 * H);
-    linear(mtp_fc_, cat_, Tc, x_);
-    decoder_layer(mtp_layer_, st, x_, Tc, st.mtp_k(), st.mtp_v(), st.pos() + 1, -1);
-    k::rms_norm(s, x_, H, mtp_norm_, Tc, H, eps, h_, H);
+    const bool all = logits && mode == LogitsMode::All, last = logits && mode == LogitsMode::Last && c0 + Tc == T;
+    run_captured(st, pass_key(st, Tc, false, all, last, false, true), graph_mode_ >= 2, [&] {
+      k::embed(s, embed_, st.ids(), Tc, xn_);
+      // concat order: [norm_e(embedding of the next token) | norm_h(hidden)]
+      k::rms_norm(s, xn_, H, mtp_norm_e_, Tc, H, eps, cat_, 2 * H);
+      k::rms_norm(s, hin_, H, mtp_norm_h_, Tc, H, eps, cat_ + H, 2 * H);
+      linear(mtp_fc_, cat_, Tc, x_);
+      decoder_layer(mtp_layer_, st, x_, Tc, st.mtp_k(), st.mtp_v(), st.pos() + 1, -1);
+      k::rms_norm(s, x_, H, mtp_norm_, Tc, H, eps, h_, H);
+      if (all) linear(lm_head_, h_, Tc, logits_);
+      if (last) linear(lm_head_, h_ + (Tc - 1) * H, 1, logits_);
+    });
     if (mtp_hidden) download(mtp_hidden + c0 * H, h_, static_cast<size_t>(Tc * H) * 4);
-    if (logits && mode == LogitsMode::All) {
-      linear(lm_head_, h_, Tc, logits_);
-      download(logits + c0 * V, logits_, static_cast<size_t>(Tc * V) * 4);
-    }
-    if (logits && mode == LogitsMode::Last && c0 + Tc == T) {
-      linear(lm_head_, h_ + (Tc - 1) * H, 1, logits_);
-      download(logits, logits_, static_cast<size_t>(V) * 4);
-    }
+    if (all) download(logits + c0 * V, logits_, static_cast<size_t>(Tc * V) * 4);
+    if (last) download(logits, logits_, static_cast<size_t>(V) * 4);
   }
   dev_.synchronize("cuda mtp_forward");
   mem.advance_mtp(T);

@@ -51,9 +51,14 @@ CudaSeqState::GreedySlot* CudaSeqState::greedy_slot(int64_t n) {
 }
 
 void CudaSeqState::drop_graph() {
-  if (graph) cudaGraphExecDestroy(graph);
-  graph = nullptr;
-  graph_key = 0;
+  for (auto& [key, g] : graphs_cache) cudaGraphExecDestroy(g);
+  graphs_cache.clear();
+}
+
+cudaGraphExec_t CudaSeqState::find_graph(uint64_t key) const {
+  for (const auto& [k, g] : graphs_cache)
+    if (k == key) return g;
+  return nullptr;
 }
 
 void CudaSeqState::reset() {

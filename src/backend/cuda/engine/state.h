@@ -63,9 +63,10 @@ class CudaSeqState final : public DeviceSequenceState {
   int64_t greedy_submitted = 0, greedy_collected = 0;
   static constexpr int kGreedySlots = 2;
 
-  // decode graph of this sequence (T = 1 steps); key: what the captured step does
-  cudaGraphExec_t graph = nullptr;
-  uint64_t graph_key = 0;
+  // captured passes of this sequence (CudaEngine::run_captured), keyed by what the pass does (rows,
+  // trace, outputs, main or MTP); all dropped when a cache moves or the trace is first allocated
+  std::vector<std::pair<uint64_t, cudaGraphExec_t>> graphs_cache;
+  cudaGraphExec_t find_graph(uint64_t key) const;
   uint64_t kv_generation = 0;  // bumped when a cache moves (a graph holds its pointers)
   void drop_graph();
 
