@@ -6,6 +6,9 @@
 #   b35      the same for the 35B-A3B geometry
 #   kcheck   $B/mere_cuda_check (kernel checks + matvec benchmarks), pcheck: $B/mere_prefill_check
 #   vb27     model verify-bench at the 27B geometry with the SIMT and the tensor-core matvec
+#   b27long  27B geometry, decode at context depths 0 and 8,192 (512-token prompt, 64 generated), with
+#            the default split attention and with MERE_CUDA_ATTN=gqa: tok/s at both depths and the
+#            ratio depth 8192 / depth 0 (issue criterion: >= 0.9)
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
 # Writes logs and JSON under $OUT (default /tmp/mere-engine-out). Env: B (binaries, default
 # build/engine-carry), PROMPT / GEN (bench tokens), TAG (JSON name), NCU= / NOGRAPH= (empty: skip).
@@ -76,6 +79,25 @@ print(sys.argv[2], "head/target %.3f;" % d["head_cost_ratio"],
 PY
       done
       rm -rf /tmp/synth-vb27 ;;
+    b27long)  # long-context decode: default split attention vs MERE_CUDA_ATTN=gqa (k_attn.cu)
+      d=/tmp/synth-27long
+      [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $d --quiet
+      for attn in split gqa; do  # MERE_CUDA_ATTN=split: anything but gqa is the default kernel
+        t0=$SECONDS
+        MERE_CUDA_ATTN=$attn $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 64 \
+          --depths 0,8192 --reps 3 --json >"$OUT/engine-27b-long-$attn.json" 2>"/tmp/engine-27b-long-$attn.err" ||
+          { cat "/tmp/engine-27b-long-$attn.err"; continue; }
+        echo "[engine_run] bench 27b long ($attn): $((SECONDS - t0)) s"
+        python3 - "$OUT/engine-27b-long-$attn.json" "$attn" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = {x["depth"]: x["decode_tok_s"] for x in d["runs"]}
+a, b = r[0]["median"], r[8192]["median"]
+print("attention %s: decode depth 0 %.1f tok/s [%.1f-%.1f], depth 8192 %.1f tok/s [%.1f-%.1f], ratio %.3f (issue: >= 0.9)" % (
+    sys.argv[2], a, r[0]["min"], r[0]["max"], b, r[8192]["min"], r[8192]["max"], b / a))
+PY
+      done 2>&1 | tee "$OUT/bench-27b-long.log"
+      rm -rf $d ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

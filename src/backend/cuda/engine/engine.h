@@ -110,6 +110,7 @@ class CudaEngine final : public DeviceEngine {
   // MERE_CUDA_GRAPH: 0 no graphs, 1 decode steps (T = 1) only, unset / 2: every pass of <= 9 rows
   // (verification widths, traced or not) and the MTP head's passes too
   int graph_mode_ = 2;
+  bool attn_gqa_ = false;  // MERE_CUDA_ATTN=gqa: GQA-aware decode attention (k::attention_gqa), read at load
 
   // scratch of one pass
   DeviceBuffer scratch_;

@@ -59,7 +59,9 @@ void CudaEngine::attention_block(const DAttn& a, const float* xn, int64_t T, flo
   linear_shared({{&a.q, qg_}, {&a.k, kk_}, {&a.v, vv_}}, xn, T);
   k::attn_prepare(s, qg_, kk_, vv_, a.q_norm, a.k_norm, pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
                   static_cast<float>(cfg_.rms_norm_eps), q_, kc, vc);
-  k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), kSpans, aws_, att_);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_);
+  else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_);
   k::sigmoid_gate(s, att_, qg_, T, nh, hd);
   linear(a.o, att_, T, out);
 }

@@ -1,5 +1,6 @@
 // Gated full attention pieces: per-head q/k RMSNorm + partial rotate-half RoPE + KV append, causal
-// split attention with positions read on the device, sigmoid output gate. Mirrors
+// split attention with positions read on the device (a block per query head, or with
+// MERE_CUDA_ATTN=gqa a block per KV head for all its query heads), sigmoid output gate. Mirrors
 // Qwen35Model::attention_block; the split is fixed (kSpans ranges of ceil(len/spans) positions).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/kernels.h"
@@ -152,6 +153,236 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- GQA-aware split attention (MERE_CUDA_ATTN=gqa) ----
+// Block per (KV head, span, row t): the G = nh/nkv query heads of the KV head share every K and V
+// row the block reads (the split kernel above reads them once per query head). The span is walked
+// in tiles of kGqaTile positions, three phases a tile:
+//  1. scores: warp w takes tile positions 8w..8w+7; lanes split head_dim (lane owns the dims
+//     (c*32 + lane)*VEC.., coalesced rows), all 8 rows' loads in flight, one fma chain a (head,
+//     position) per lane, then a halving butterfly over the lanes (offsets 16, 8, 4 each halve the
+//     positions a lane keeps, 2 and 1 finish the sum): 7G + 2G shuffles for 8 positions instead of 40G
+//  2. online softmax: warp g owns head g's running max m and sum l (same recurrence as the split
+//     kernel: f = exp(m_old - m_new), l = l*f + sum e); p = exp(s - m_new) to shared
+//  3. V: thread owns 4 output dims of all G heads for one position group (groups interleave the
+//     tile's positions); every V row is read once (float4, coalesced) for all G heads. The V loads
+//     (half of them at head_dim 256 and G >= 6: registers) are issued in phase 1, so they fly
+//     across the barrier and the softmax
+// At the span's end the groups' partial outputs are summed in group order. Partials go to ws in the
+// split kernel's layout (o[hd], m, l a (t, query head, span)), merged by attn_combine_kernel.
+// Every reduction order is fixed by the thread layout and the span bounds (pos[] on the device):
+// row t's result depends only on its own query and the cache (batch-width invariant).
+constexpr int kGqaThreads = 256;
+constexpr int kGqaWarps = kGqaThreads / 32;
+constexpr int kGqaPpw = 8;  // positions a warp scores a tile (the 3 halving steps of the reduction)
+constexpr int kGqaTile = kGqaWarps * kGqaPpw;
+constexpr int kGqaMaxG = 8;
+constexpr int kGqaMaxHd = 256;
+
+template <int VEC>
+__device__ __forceinline__ void load_vec(const float* __restrict__ p, float* r) {
+  if constexpr (VEC == 4) {
+    const float4 x = __ldg(reinterpret_cast<const float4*>(p));
+    r[0] = x.x, r[1] = x.y, r[2] = x.z, r[3] = x.w;
+  } else if constexpr (VEC == 2) {
+    const float2 x = __ldg(reinterpret_cast<const float2*>(p));
+    r[0] = x.x, r[1] = x.y;
+  } else {
+    r[0] = __ldg(p);
+  }
+}
+
+// one halving step of the score reduction: lanes with `bit` set keep the upper half of a[g][0..2H),
+// the others the lower half, each adding its partner's copy of the half it keeps
+template <int G, int H>
+__device__ __forceinline__ void halve(float (&a)[G][kGqaPpw], int lane, int bit) {
+  const bool up = (lane & bit) != 0;
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int i = 0; i < H; ++i) {
+      const float send = up ? a[g][i] : a[g][i + H];
+      const float keep = up ? a[g][i + H] : a[g][i];
+      a[g][i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, bit));
+    }
+}
+
+template <int HD, int G>
+__global__ void __launch_bounds__(kGqaThreads, 1)
+    attn_gqa_split_kernel(const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc,
+                          const int32_t* __restrict__ pos, int nh, int nkv, float scale, float* __restrict__ ws) {
+  constexpr int PER = HD / 32;                // score pass: dims a lane owns
+  constexpr int VEC = PER >= 4 ? 4 : PER;     // ... in chunks of VEC
+  constexpr int NCH = PER / VEC;
+  constexpr int VT = HD / 4;                  // V pass: threads a row (4 dims each)
+  constexpr int NGRP = kGqaThreads / VT;      // position groups
+  constexpr int VU = kGqaTile / NGRP;         // positions a group takes a tile
+  constexpr int VE = HD * G >= 256 * 6 ? VU / 2 : VU;  // ... loaded early (in phase 1): register budget
+  static_assert(HD % 32 == 0 && PER % VEC == 0 && kGqaThreads % VT == 0 && kGqaTile % NGRP == 0, "geometry");
+  static_assert(G >= 1 && G <= kGqaWarps && kGqaTile == 64, "one softmax warp a head; 2 scores a lane");
+  __shared__ float sc[G][kGqaTile];                 // scores of the tile
+  __shared__ float pr[G][kGqaTile];                 // exp(s - m) of the tile
+  __shared__ float fs[G];                           // rescale factor of the tile
+  __shared__ float mls[G][2];                       // final m, l
+  __shared__ __align__(16) float red[NGRP][G][HD];  // the groups' outputs (NGRP * HD = 1024 floats a head)
+
+  const int kh = blockIdx.x, span = blockIdx.y, spans = gridDim.y, t = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int len = pos[0] + t + 1;
+  const int chunk = (len + spans - 1) / spans;
+  const int p0 = span * chunk;
+  const int n = max(0, min(chunk, len - p0));
+  const int64_t rs = static_cast<int64_t>(nkv) * HD;  // cache row stride
+  const float* kbase = kc + (static_cast<int64_t>(p0) * nkv + kh) * HD;
+  const float* vbase = vc + (static_cast<int64_t>(p0) * nkv + kh) * HD;
+
+  float qr[G][PER];  // this lane's dims of the G queries
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float* qh = q + (static_cast<int64_t>(t) * nh + kh * G + g) * HD;
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) load_vec<VEC>(qh + (c * 32 + lane) * VEC, &qr[g][c * VEC]);
+  }
+  const int vcol = (tid % VT) * 4, vgrp = tid / VT;
+  float m = -INFINITY, l = 0.0f;  // head `warp`'s running max and sum (warps < G)
+  float o[G][4];
+#pragma unroll
+  for (int g = 0; g < G; ++g) o[g][0] = o[g][1] = o[g][2] = o[g][3] = 0.0f;
+
+  for (int j0 = 0; j0 < n; j0 += kGqaTile) {
+    const int nt = min(kGqaTile, n - j0);
+    float4 vr[VU];  // V rows of phase 3; the first VE loaded in phase 1 (in flight across phases 1-2)
+    {  // 1. scores of tile positions warp*8 + u
+      float kr[kGqaPpw][PER];
+#pragma unroll
+      for (int u = 0; u < kGqaPpw; ++u) {
+        const int j = warp * kGqaPpw + u;
+        if (j < nt) {
+          const float* kp = kbase + static_cast<int64_t>(j0 + j) * rs;
+#pragma unroll
+          for (int c = 0; c < NCH; ++c) load_vec<VEC>(kp + (c * 32 + lane) * VEC, &kr[u][c * VEC]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < PER; ++i) kr[u][i] = 0.0f;
+        }
+      }
+      float a[G][kGqaPpw];
+#pragma unroll
+      for (int u = 0; u < kGqaPpw; ++u)
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          float acc = 0.0f;
+#pragma unroll
+          for (int i = 0; i < PER; ++i) acc = __fmaf_rn(qr[g][i], kr[u][i], acc);
+          a[g][u] = acc;
+        }
+      halve<G, 4>(a, lane, 16);  // lane keeps positions 4*b4 + 0..3
+      halve<G, 2>(a, lane, 8);   // 4*b4 + 2*b3 + 0..1
+      halve<G, 1>(a, lane, 4);   // 4*b4 + 2*b3 + b2 = lane >> 2
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        a[g][0] = __fadd_rn(a[g][0], __shfl_xor_sync(0xffffffffu, a[g][0], 2));
+        a[g][0] = __fadd_rn(a[g][0], __shfl_xor_sync(0xffffffffu, a[g][0], 1));
+      }
+#pragma unroll
+      for (int u = 0; u < VE; ++u) {
+        const int j = vgrp + NGRP * u;
+        vr[u] = j < nt ? __ldg(reinterpret_cast<const float4*>(vbase + static_cast<int64_t>(j0 + j) * rs + vcol))
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+      if ((lane & 3) == 0) {
+        const int j = warp * kGqaPpw + (lane >> 2);
+#pragma unroll
+        for (int g = 0; g < G; ++g) sc[g][j] = j < nt ? __fmul_rn(a[g][0], scale) : -INFINITY;
+      }
+    }
+    __syncthreads();
+    if (warp < G) {  // 2. online softmax of head `warp`
+      const float s0 = sc[warp][lane], s1 = sc[warp][lane + 32];
+      float mt = fmaxf(s0, s1);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+      const float mn = fmaxf(m, mt);
+      const float f = expf(m - mn);  // m = -inf at first: f = 0
+      const float e0 = lane < nt ? expf(s0 - mn) : 0.0f;
+      const float e1 = lane + 32 < nt ? expf(s1 - mn) : 0.0f;
+      pr[warp][lane] = e0;
+      pr[warp][lane + 32] = e1;
+      float es = __fadd_rn(e0, e1);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) es = __fadd_rn(es, __shfl_xor_sync(0xffffffffu, es, off));
+      l = __fadd_rn(__fmul_rn(l, f), es);
+      m = mn;
+      if (lane == 0) fs[warp] = f;
+    }
+    __syncthreads();
+    {  // 3. V: group vgrp takes tile positions vgrp + NGRP*u (p = 0 past nt, so the sums skip them)
+#pragma unroll
+      for (int u = VE; u < VU; ++u) {
+        const int j = vgrp + NGRP * u;
+        vr[u] = j < nt ? __ldg(reinterpret_cast<const float4*>(vbase + static_cast<int64_t>(j0 + j) * rs + vcol))
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float f = fs[g];
+        o[g][0] = __fmul_rn(o[g][0], f), o[g][1] = __fmul_rn(o[g][1], f);
+        o[g][2] = __fmul_rn(o[g][2], f), o[g][3] = __fmul_rn(o[g][3], f);
+      }
+#pragma unroll
+      for (int u = 0; u < VU; ++u) {
+        const int j = vgrp + NGRP * u;
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float p = pr[g][j];
+          o[g][0] = __fmaf_rn(p, vr[u].x, o[g][0]);
+          o[g][1] = __fmaf_rn(p, vr[u].y, o[g][1]);
+          o[g][2] = __fmaf_rn(p, vr[u].z, o[g][2]);
+          o[g][3] = __fmaf_rn(p, vr[u].w, o[g][3]);
+        }
+      }
+    }
+    // no barrier here: the next tile writes sc first; pr and fs only after the next barrier
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+    *reinterpret_cast<float4*>(&red[vgrp][g][vcol]) = make_float4(o[g][0], o[g][1], o[g][2], o[g][3]);
+  if (warp < G && lane == 0) mls[warp][0] = m, mls[warp][1] = l;
+  __syncthreads();
+  for (int i = tid; i < G * HD; i += kGqaThreads) {
+    const int g = i / HD, d = i % HD;
+    float acc = red[0][g][d];
+#pragma unroll
+    for (int r = 1; r < NGRP; ++r) acc = __fadd_rn(acc, red[r][g][d]);
+    ws[((static_cast<int64_t>(t) * nh + kh * G + g) * spans + span) * (HD + 2) + d] = acc;
+  }
+  if (tid < G) {
+    float* out = ws + ((static_cast<int64_t>(t) * nh + kh * G + tid) * spans + span) * (HD + 2);
+    out[HD] = mls[tid][0];
+    out[HD + 1] = mls[tid][1];
+  }
+}
+
+template <int HD, int G>
+void launch_gqa(cudaStream_t s, dim3 grid, const float* q, const float* kc, const float* vc, const int32_t* pos,
+                int nh, int nkv, float scale, float* ws) {
+  attn_gqa_split_kernel<HD, G><<<grid, kGqaThreads, 0, s>>>(q, kc, vc, pos, nh, nkv, scale, ws);
+}
+
+template <int HD>
+void launch_gqa_g(int G, cudaStream_t s, dim3 grid, const float* q, const float* kc, const float* vc,
+                  const int32_t* pos, int nh, int nkv, float scale, float* ws) {
+  switch (G) {
+    case 1: launch_gqa<HD, 1>(s, grid, q, kc, vc, pos, nh, nkv, scale, ws); break;
+    case 2: launch_gqa<HD, 2>(s, grid, q, kc, vc, pos, nh, nkv, scale, ws); break;
+    case 3: launch_gqa<HD, 3>(s, grid, q, kc, vc, pos, nh, nkv, scale, ws); break;
+    case 4: launch_gqa<HD, 4>(s, grid, q, kc, vc, pos, nh, nkv, scale, ws); break;
+    case 5: launch_gqa<HD, 5>(s, grid, q, kc, vc, pos, nh, nkv, scale, ws); break;
+    case 6: launch_gqa<HD, 6>(s, grid, q, kc, vc, pos, nh, nkv, scale, ws); break;
+    case 7: launch_gqa<HD, 7>(s, grid, q, kc, vc, pos, nh, nkv, scale, ws); break;
+    default: launch_gqa<HD, 8>(s, grid, q, kc, vc, pos, nh, nkv, scale, ws); break;
+  }
+}
+
 __global__ void sigmoid_gate_kernel(float* out, const float* qg, int nh, int hd, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
@@ -186,6 +417,24 @@ void attention(cudaStream_t s, const float* q, const float* kc, const float* vc,
   MERE_CUDA_CHECK_LAUNCH("attn_split_kernel");
   dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
   attn_combine_kernel<<<g2, kThreads, 0, s>>>(ws, static_cast<int>(nh), static_cast<int>(hd), spans, out);
+  MERE_CUDA_CHECK_LAUNCH("attn_combine_kernel");
+}
+
+void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
+                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out) {
+  MERE_CHECK(nkv >= 1 && nh % nkv == 0 && nh / nkv <= kGqaMaxG, "cuda attention (MERE_CUDA_ATTN=gqa)",
+             "unsupported heads: ", nh, " query heads over ", nkv, " KV heads (", nkv >= 1 ? nh / nkv : 0,
+             " a KV head); the GQA kernel takes at most ", kGqaMaxG, " query heads a KV head");
+  MERE_CHECK(hd == 64 || hd == 128 || hd == kGqaMaxHd, "cuda attention (MERE_CUDA_ATTN=gqa)", "head_dim ", hd,
+             " unsupported: expected 64, 128 or ", kGqaMaxHd);
+  const int G = static_cast<int>(nh / nkv), inh = static_cast<int>(nh), inkv = static_cast<int>(nkv);
+  dim3 grid(static_cast<unsigned>(nkv), static_cast<unsigned>(spans), static_cast<unsigned>(T));
+  if (hd == 64) launch_gqa_g<64>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
+  else if (hd == 128) launch_gqa_g<128>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
+  else launch_gqa_g<256>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
+  MERE_CUDA_CHECK_LAUNCH("attn_gqa_split_kernel");
+  dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
+  attn_combine_kernel<<<g2, kThreads, 0, s>>>(ws, inh, static_cast<int>(hd), spans, out);
   MERE_CUDA_CHECK_LAUNCH("attn_combine_kernel");
 }
 

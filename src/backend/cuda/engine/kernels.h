@@ -61,6 +61,12 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans);
 void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
                int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
+// The same contract and result layout (same ws, same spans, same merge), GQA-aware: a block per
+// (KV head, span, row) scores and accumulates all nh/nkv (<= 8) query heads of that KV head, so K
+// and V are read once per KV head instead of once per query head; coalesced K and V rows.
+// head_dim 64, 128 or 256. Selected by MERE_CUDA_ATTN=gqa (CudaEngine::attention_block).
+void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
+                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
 // out[t, h, :] *= sigmoid(qg[t, h, 1, :])
 void sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_t nh, int64_t hd);
 
