@@ -34,11 +34,28 @@ __global__ void embed_kernel(const void* data, const uint16_t* scales, const uin
 }
 
 constexpr int kNormThreads = 256;
+// 1 / rms of a row from each thread's partial sum of squares (block of kNormThreads): warp
+// butterfly, the warps' sums added in order by thread 0, broadcast through shared memory.
+__device__ __forceinline__ float row_inv_rms(float ss, int n, float eps) {
+  __shared__ float partial[kNormThreads / 32];
+  __shared__ float scale;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kNormThreads / 32; ++i) total = __fadd_rn(total, partial[i]);
+    scale = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(total, static_cast<float>(n)), eps));
+  }
+  __syncthreads();
+  return scale;
+}
+
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
                     float eps, float* __restrict__ y, int64_t ys) {
-  __shared__ float partial[kNormThreads / 32];
-  __shared__ float scale;
   float* xr = x + blockIdx.x * xs;
   float* yr = y + blockIdx.x * ys;
   float ss = 0.0f;
@@ -52,18 +69,7 @@ __global__ void __launch_bounds__(kNormThreads)
   } else {
     for (int i = threadIdx.x; i < n; i += kNormThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
   }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kNormThreads / 32; ++i) total = __fadd_rn(total, partial[i]);
-    scale = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(total, static_cast<float>(n)), eps));
-  }
-  __syncthreads();
-  const float r = scale;
+  const float r = row_inv_rms(ss, n, eps);
   for (int i = threadIdx.x; i < n; i += kNormThreads) yr[i] = __fmul_rn(__fmul_rn(xr[i], r), w[i]);
 }
 
@@ -76,8 +82,6 @@ constexpr int kNormMaxV4 = 8;  // n <= 8192
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_v4_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
                        float eps, float* __restrict__ y, int64_t ys) {
-  __shared__ float partial[kNormThreads / 32];
-  __shared__ float scale;
   float4* xr = reinterpret_cast<float4*>(x + blockIdx.x * xs);
   float4* yr = reinterpret_cast<float4*>(y + blockIdx.x * ys);
   const float4* ar = add ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * n) : nullptr;
@@ -102,18 +106,7 @@ __global__ void __launch_bounds__(kNormThreads)
       ss = __fmaf_rn(v[k].w, v[k].w, ss);
     }
   }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kNormThreads / 32; ++i) total = __fadd_rn(total, partial[i]);
-    scale = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(total, static_cast<float>(n)), eps));
-  }
-  __syncthreads();
-  const float r = scale;
+  const float r = row_inv_rms(ss, n, eps);
 #pragma unroll
   for (int k = 0; k < kNormMaxV4; ++k) {
     const int i = threadIdx.x + k * kNormThreads;
