@@ -826,6 +826,83 @@ def load_receipts(folder):
     return receipts
 
 
+def load_measurements(folder):
+    """The other JSON documents of a receipts run, by shape: `mere.run bench --json` (prefill/decode
+    throughput against the copy bandwidth) and `mere.run model verify-bench --json` (oracle-fed
+    verification by width, head cost, greedy parity at forced depths); (path, doc) in path order."""
+    bench, verify = [], []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files):
+            if not name.endswith(".json"):
+                continue
+            path = os.path.join(root, name)
+            try:
+                with open(path, "r", encoding="utf-8") as f:
+                    doc = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if not isinstance(doc, dict):
+                continue
+            if "runs" in doc and "machine" in doc and "settings" in doc:
+                bench.append((path, doc))
+            elif "widths" in doc and "target_step_ms" in doc:
+                verify.append((path, doc))
+    return bench, verify
+
+
+def _stat(d, digits=1):
+    if not isinstance(d, dict) or d.get("median") is None:
+        return "–"
+    return f"{d['median']:.{digits}f} ({d.get('min', d['median']):.{digits}f}–{d.get('max', d['median']):.{digits}f})"
+
+
+def summarize_measurements(bench, verify):
+    """Markdown tables for `mere.run bench` and `verify-bench` documents (empty when there are none)."""
+    out = []
+    if bench:
+        out += ["## Throughput (`mere.run bench`)", "",
+                "| file | model | backend | depth | prefill tok/s | decode tok/s | decode GB/s | % of copy | copy GB/s | "
+                "GPU memory over weights+KV+state |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for path, d in bench:
+            model = d.get("model") or {}
+            label = f"{model.get('layers', '?')} layers, hidden {model.get('hidden', '?')}" + (", MoE" if model.get("moe") else "")
+            gpu = ((d.get("memory") or {}).get("gpu") or {}).get("over_weights_kv_state_gib")
+            for r in d.get("runs", []):
+                pct = r.get("decode_pct_of_copy_bw")
+                out.append(f"| {os.path.basename(path)} | {label} | {(d.get('settings') or {}).get('backend', '?')} | "
+                           f"{r.get('depth', 0)} | {_stat(r.get('prefill_tok_s'))} | {_stat(r.get('decode_tok_s'))} | "
+                           f"{_stat(r.get('decode_weight_gb_s'), 0)} | {'–' if pct is None else f'{pct:.1f}%'} | "
+                           f"{(d.get('machine') or {}).get('copy_bandwidth_gb_s', 0):.0f} | "
+                           f"{'–' if gpu is None else f'{gpu:.2f} GiB'} |")
+        out.append("")
+    if verify:
+        out += ["## Verification by width (`mere.run model verify-bench`, drafts from a known continuation)", "",
+                "| file | width | tok/s | × width 1 | pass ms | oracle mismatches |", "|---|---|---|---|---|---|"]
+        notes = []
+        for path, d in verify:
+            name = os.path.basename(path)
+            for w in d.get("widths", []):
+                sp = w.get("speedup_vs_width1")
+                out.append(f"| {name} | {w.get('width')} | {_stat(w.get('tokens_per_s'))} | "
+                           f"{'–' if sp is None else f'{sp:.2f}×'} | {_stat(w.get('pass_ms'), 2)} | "
+                           f"{w.get('oracle_mismatches', '?')} |")
+            ratio = d.get("head_cost_ratio")
+            line = f"{name}: target step {_stat(d.get('target_step_ms'), 2)} ms"
+            if ratio is not None:
+                line += f", head step {_stat(d.get('head_step_ms'), 3)} ms = {ratio:.3f} of a target step"
+            parity = d.get("parity") or []
+            if parity:
+                same = sum(1 for e in parity if e.get("equal"))
+                line += (f"; greedy parity with MTP forced at depths "
+                         f"{','.join(str(e.get('depth')) for e in parity)}: {same}/{len(parity)} equal"
+                         + ("" if same == len(parity) else " **(DIFFERS)**"))
+            notes.append(line)
+        out += [""] + [f"* {n}" for n in notes] + [""]
+    return "\n".join(out)
+
+
 def _variant_values(variant, key):
     return [rep.get(key) for rep in variant.get("repetitions", [])]
 
@@ -1045,6 +1122,9 @@ def main(argv=None, probes=None, launcher=None, clock=None, log=None, stdout=Non
             err(f"[summarize] DIR: expected a folder of receipts, got \"{a.folder}\"")
             return EXIT_ERROR
         text = summarize(load_receipts(a.folder))
+        extra = summarize_measurements(*load_measurements(a.folder))
+        if extra:
+            text = text.rstrip("\n") + "\n\n" + extra
         stdout.write(text)
         if a.output:
             with open(a.output, "w", encoding="utf-8") as f:

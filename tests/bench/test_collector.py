@@ -594,6 +594,42 @@ class SummarizeTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             self.assertIn("No receipts", bc.summarize(bc.load_receipts(d)))
 
+    def test_bench_and_verify_bench_tables(self):
+        bench = {"model": {"layers": 64, "hidden": 5120, "moe": False}, "settings": {"backend": "cuda"},
+                 "machine": {"copy_bandwidth_gb_s": 4200.0},
+                 "runs": [{"depth": 0, "prefill_tok_s": {"median": 4100.0, "min": 4090.0, "max": 4110.0},
+                           "decode_tok_s": {"median": 95.1, "min": 95.0, "max": 95.2},
+                           "decode_weight_gb_s": {"median": 1370.0, "min": 1369.0, "max": 1371.0},
+                           "decode_pct_of_copy_bw": 32.6}],
+                 "memory": {"gpu": {"over_weights_kv_state_gib": 0.8}}}
+        verify = {"target_step_ms": {"median": 10.0, "min": 9.9, "max": 10.1},
+                  "head_step_ms": {"median": 0.6, "min": 0.6, "max": 0.7}, "head_cost_ratio": 0.06,
+                  "widths": [{"width": 1, "tokens_per_s": {"median": 80.0, "min": 79.0, "max": 81.0},
+                              "pass_ms": {"median": 12.5, "min": 12.4, "max": 12.6}, "oracle_mismatches": 0,
+                              "speedup_vs_width1": 1.0},
+                             {"width": 8, "tokens_per_s": {"median": 480.0, "min": 470.0, "max": 490.0},
+                              "pass_ms": {"median": 16.7, "min": 16.6, "max": 16.8}, "oracle_mismatches": 0,
+                              "speedup_vs_width1": 6.0}],
+                  "parity": [{"depth": 1, "equal": True}, {"depth": 2, "equal": False}]}
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copy(os.path.join(FIXTURES, "code.json"), os.path.join(d, "code.json"))
+            for name, doc in (("bench-synth-27b.json", bench), ("verify-bench-synth-27b.json", verify)):
+                with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                    json.dump(doc, f)
+            with open(os.path.join(d, "broken.json"), "w", encoding="utf-8") as f:
+                f.write("{not json")
+            out = io.StringIO()
+            self.assertEqual(bc.main(["summarize", d], stdout=out), 0)
+            lines = out.getvalue().splitlines()
+            self.assertIn("## qwen35-dense-tiny", lines)  # the receipts' tables come first
+            self.assertIn("| bench-synth-27b.json | 64 layers, hidden 5120 | cuda | 0 | 4100.0 (4090.0–4110.0) | "
+                          "95.1 (95.0–95.2) | 1370 (1369–1371) | 32.6% | 4200 | 0.80 GiB |", lines)
+            self.assertIn("| verify-bench-synth-27b.json | 8 | 480.0 (470.0–490.0) | 6.00× | 16.70 (16.60–16.80) | 0 |",
+                          lines)
+            note = next(l for l in lines if l.startswith("* verify-bench-synth-27b.json"))
+            self.assertIn("= 0.060 of a target step", note)
+            self.assertIn("depths 1,2: 1/2 equal **(DIFFERS)**", note)
+
 
 if __name__ == "__main__":
     unittest.main()
