@@ -43,29 +43,41 @@ void report(bool ok, const std::string& what, const std::string& detail) {
   std::fflush(stdout);
 }
 
-// foundation bound: max|diff| <= 1e-3 max|ref|, argmax agreement; also reports NMSE
-void compare(const float* got, const float* ref, int64_t rows, int64_t V, const std::string& what) {
-  double md = 0, mr = 0, se = 0, sr = 0;
-  int64_t agree = 0;
+// Differences of `rows` logit rows of width V against a reference.
+struct LogitDiff {
+  double max_abs = 0, max_ref = 0, nmse = 0;
+  int64_t argmax_agree = 0, bitwise_rows = 0;
   bool finite = true;
+};
+LogitDiff logit_diff(const float* got, const float* ref, int64_t rows, int64_t V) {
+  LogitDiff r;
+  double se = 0, sr = 0;
   for (int64_t t = 0; t < rows; ++t) {
     const float* g = got + t * V;
-    const float* r = ref + t * V;
+    const float* f = ref + t * V;
     for (int64_t v = 0; v < V; ++v) {
-      finite = finite && std::isfinite(g[v]);
-      const double d = double(g[v]) - r[v];
-      md = std::max(md, std::fabs(d));
-      mr = std::max(mr, std::fabs(double(r[v])));
+      r.finite = r.finite && std::isfinite(g[v]);
+      const double d = double(g[v]) - f[v];
+      r.max_abs = std::max(r.max_abs, std::fabs(d));
+      r.max_ref = std::max(r.max_ref, std::fabs(double(f[v])));
       se += d * d;
-      sr += double(r[v]) * r[v];
+      sr += double(f[v]) * f[v];
     }
-    agree += (std::max_element(g, g + V) - g) == (std::max_element(r, r + V) - r);
+    r.argmax_agree += (std::max_element(g, g + V) - g) == (std::max_element(f, f + V) - f);
+    r.bitwise_rows += std::memcmp(g, f, static_cast<size_t>(V) * 4) == 0;
   }
+  r.nmse = sr > 0 ? se / sr : 0.0;
+  return r;
+}
+
+// foundation bound: max|diff| <= 1e-3 max|ref|, argmax agreement; also reports NMSE
+void compare(const float* got, const float* ref, int64_t rows, int64_t V, const std::string& what) {
+  const LogitDiff d = logit_diff(got, ref, rows, V);
   const double need = rows >= 1000 ? 0.999 : 1.0;
-  const bool ok = finite && md <= 1e-3 * mr && double(agree) / double(rows) >= need;
+  const bool ok = d.finite && d.max_abs <= 1e-3 * d.max_ref && double(d.argmax_agree) / double(rows) >= need;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "max|d| %.3g (bound %.3g), nmse %.3g, argmax %lld/%lld%s", md, 1e-3 * mr,
-                sr > 0 ? se / sr : 0.0, (long long)agree, (long long)rows, finite ? "" : ", NON-FINITE");
+  std::snprintf(buf, sizeof buf, "max|d| %.3g (bound %.3g), nmse %.3g, argmax %lld/%lld%s", d.max_abs, 1e-3 * d.max_ref,
+                d.nmse, (long long)d.argmax_agree, (long long)rows, d.finite ? "" : ", NON-FINITE");
   report(ok, what, buf);
 }
 
@@ -131,6 +143,13 @@ void mtp_fixture(const std::string& root, const std::string& name) {
   compare(l3.data(), m3.data.data(), P, V, name + " MTP draft 3 (chained)");
 }
 
+// Index of the first token where two generations differ; -1 when they are equal.
+long long first_diff(const std::vector<int32_t>& x, const std::vector<int32_t>& y) {
+  size_t i = 0;
+  while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
+  return i == x.size() && i == y.size() ? -1 : static_cast<long long>(i);
+}
+
 std::vector<int32_t> generate_with(const Qwen35Model& m, const std::vector<int32_t>& prompt, int64_t n,
                                    const SpeculationOptions& spec) {
   SamplingParams p;
@@ -167,27 +186,13 @@ void parity(const std::string& root, const std::string& name) {
     // on every row (the kernel checks' bound); max|d| reported against the foundation bound
     const auto b = logits_all(*gpu, ids, nullptr);
     const int64_t T = static_cast<int64_t>(ids.size());
-    double md = 0, mr = 0, se = 0, sr = 0;
-    int64_t agree = 0;
-    bool finite = true;
-    for (int64_t t = 0; t < T; ++t) {
-      const float* g = b.data() + t * V;
-      const float* r = a.data() + t * V;
-      for (int64_t v = 0; v < V; ++v) {
-        finite = finite && std::isfinite(g[v]);
-        const double d = double(g[v]) - r[v];
-        md = std::max(md, std::fabs(d));
-        mr = std::max(mr, std::fabs(double(r[v])));
-        se += d * d;
-        sr += double(r[v]) * r[v];
-      }
-      agree += (std::max_element(g, g + V) - g) == (std::max_element(r, r + V) - r);
-    }
-    const double nmse = sr > 0 ? se / sr : 0.0;
+    const LogitDiff d = logit_diff(b.data(), a.data(), T, V);
     char buf[256];
     std::snprintf(buf, sizeof buf, "nmse %.3g (bound 1e-4), argmax %lld/%lld, max|d| %.3g (foundation bound %.3g)%s",
-                  nmse, (long long)agree, (long long)T, md, 1e-3 * mr, finite ? "" : ", NON-FINITE");
-    report(finite && nmse <= 1e-4 && agree == T, name + " CUDA tensor-core prefill vs CPU reference logits", buf);
+                  d.nmse, (long long)d.argmax_agree, (long long)T, d.max_abs, 1e-3 * d.max_ref,
+                  d.finite ? "" : ", NON-FINITE");
+    report(d.finite && d.nmse <= 1e-4 && d.argmax_agree == T, name + " CUDA tensor-core prefill vs CPU reference logits",
+           buf);
   }
   {  // batch-width invariance (mtp.md §6): a T-row pass (T = 2..9) equals T one-row passes bitwise
     SequenceMemory base = gpu->new_memory();
@@ -236,11 +241,6 @@ void parity(const std::string& root, const std::string& name) {
       equal_sched += same;
       if (!same) std::printf("  %s prompt %d: a scheduling variant differs from the plain CUDA decode\n", name.c_str(), p);
     }
-    auto first_diff = [](const std::vector<int32_t>& x, const std::vector<int32_t>& y) {
-      size_t i = 0;
-      while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
-      return i == x.size() && i == y.size() ? -1 : static_cast<long long>(i);
-    };
     const long long d = first_diff(c, g), dm = first_diff(g, gm);
     equal += d < 0;
     equal_mtp += dm < 0;
@@ -260,12 +260,10 @@ void parity(const std::string& root, const std::string& name) {
   for (int p = 0; p < prompts; ++p) {
     const int64_t len = static_cast<int64_t>(long_prompts[p].size());
     const auto c = cpu_long[p].get(), g = generate(*gpu, long_prompts[p], 256, false);
-    size_t i = 0;
-    while (i < c.size() && i < g.size() && c[i] == g[i]) ++i;
-    const bool eq = i == c.size() && i == g.size();
-    equal_long += eq;
+    const long long d = first_diff(c, g);
+    equal_long += d < 0;
     std::printf("  %s long prompt %d (%lld tokens): cuda %s\n", name.c_str(), p, static_cast<long long>(len),
-                eq ? "equal" : ("diverges at token " + std::to_string(i)).c_str());
+                d < 0 ? "equal" : ("diverges at token " + std::to_string(d)).c_str());
   }
   report(equal_long * 100 >= 95 * prompts, name + " greedy 256 tokens after a 16..58-token prefill CUDA == CPU",
          std::to_string(equal_long) + "/" + std::to_string(prompts) + " prompts equal");
@@ -331,27 +329,12 @@ void attn_gqa(const std::string& root, const std::string& name) {
   int64_t identical_rows = 0, total_rows = 0;
   auto close = [&](const std::vector<float>& g, const std::vector<float>& r, const std::string& what) {
     const int64_t rows = static_cast<int64_t>(r.size()) / V;
-    double se = 0, sr = 0;
-    int64_t agree = 0, same = 0;
-    bool finite = true;
-    for (int64_t t = 0; t < rows; ++t) {
-      const float* a = g.data() + t * V;
-      const float* b = r.data() + t * V;
-      for (int64_t v = 0; v < V; ++v) {
-        finite = finite && std::isfinite(a[v]);
-        const double d = double(a[v]) - b[v];
-        se += d * d;
-        sr += double(b[v]) * b[v];
-      }
-      agree += (std::max_element(a, a + V) - a) == (std::max_element(b, b + V) - b);
-      same += std::memcmp(a, b, static_cast<size_t>(V) * 4) == 0;
-    }
-    identical_rows += same, total_rows += rows;
-    const double nmse = sr > 0 ? se / sr : 0.0;
+    const LogitDiff d = logit_diff(g.data(), r.data(), rows, V);
+    identical_rows += d.bitwise_rows, total_rows += rows;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "nmse %.3g (bound 1e-10), argmax %lld/%lld, bitwise-equal rows %lld%s", nmse,
-                  (long long)agree, (long long)rows, (long long)same, finite ? "" : ", NON-FINITE");
-    report(finite && nmse <= 1e-10 && agree == rows, name + " MERE_CUDA_ATTN=gqa vs default: " + what, buf);
+    std::snprintf(buf, sizeof buf, "nmse %.3g (bound 1e-10), argmax %lld/%lld, bitwise-equal rows %lld%s", d.nmse,
+                  (long long)d.argmax_agree, (long long)rows, (long long)d.bitwise_rows, d.finite ? "" : ", NON-FINITE");
+    report(d.finite && d.nmse <= 1e-10 && d.argmax_agree == rows, name + " MERE_CUDA_ATTN=gqa vs default: " + what, buf);
   };
   close(decode_logits(*gqa, ids, 0), decode_logits(*base, ids, 0), "64-token decode logits");
   {
