@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 
 namespace mere::cuda {
@@ -20,22 +21,6 @@ namespace {
 
 constexpr int kBN = 128, kBK = 64, kThreads = 256;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
-// 4-byte copy (scales/biases: the aligned word holding the wanted bf16)
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
@@ -213,13 +198,13 @@ __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
       const int m = m0 + r;
       const bool ok = m < m_end;
       const uint16_t* src = p.x + static_cast<int64_t>(ok ? m : m0) * p.K + kt * kBK + ch * 8;
-      cp_async16(smem_u32(xs + stage * BM * 128 + swz(r, ch)), src, ok);
+      cp_async16(smem_u32(xs + stage * BM * 128 + swz(r, ch)), src, ok ? 16 : 0);
     }
     // raw codes: this thread's half row
     const uint8_t* src = my_codes + static_cast<int64_t>(kt) * RAW_ROW;
     uint8_t* dst = raw + stage * G::kRawStage + my_row * RAW_ROW + my_half * (RAW_ROW / 2);
 #pragma unroll
-    for (int i = 0; i < RAW_ROW / 32; ++i) cp_async16(smem_u32(dst + 16 * i), src + 16 * i, my_n_ok);
+    for (int i = 0; i < RAW_ROW / 32; ++i) cp_async16(smem_u32(dst + 16 * i), src + 16 * i, my_n_ok ? 16 : 0);
     // scale and bias: the aligned 4-byte word holding element si (a plain copy for the one case
     // where that word would run past the end of the array); read back by this same thread
     if constexpr (SBA) {

@@ -26,6 +26,7 @@
 #include <cmath>
 #include <utility>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 
 namespace mere::cuda::detail {
@@ -142,6 +143,37 @@ __device__ __forceinline__ void load_x(const uint4* xbase, const float2* sbase, 
 // S = groups S, S+8, S+16, ...) and walks them one after another, so one accumulator set is live; U
 // groups a stage, two stages in flight (the loads run U groups ahead across slice boundaries).
 // ws: frag [T][ngroups][8 lane slots][2 uint4], gsx [T][ngroups] {sum of the group's x, 2^-s}.
+// A warp's accumulator fragment (R tiles of 16 rows x NT n-tiles; this lane: rows g and g + 8 of
+// each tile, token TPT*j + tq of n-tile j) stored as its slice partial dst[row][token].
+template <int R, int NT, int T, int TPT>
+__device__ __forceinline__ void store_partial(float (*dst)[T], const float (&acc)[R][NT][2], int g, int tq,
+                                              bool slane) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int te = TPT * j + tq;
+      if (slane && te < T) {
+        dst[16 * r + g][te] = acc[r][j][0];
+        dst[16 * r + g + 8][te] = acc[r][j][1];
+      }
+    }
+}
+
+// y[t, row0 + rr] = the kSlices partials red[s][rr][t] summed in slice order (after a barrier);
+// `threads` threads of the block share the RB * T outputs.
+template <int RB, int T>
+__device__ __forceinline__ void sum_slices(const float (*red)[RB][T], int row0, int rows, int threads, float* y) {
+  for (int i = threadIdx.x; i < RB * T; i += threads) {
+    const int te = i / RB, rr = i - te * RB;
+    float v = red[0][rr][te];
+#pragma unroll
+    for (int s = 1; s < kSlices; ++s) v = __fadd_rn(v, red[s][rr][te]);
+    const int row = row0 + rr;
+    if (row < rows) y[static_cast<size_t>(te) * rows + row] = v;
+  }
+}
+
 template <int T, int W, int R, int U, int MINB>
 __global__ void __launch_bounds__(W * 32, MINB)
     qmatvec_tc_kernel(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ scales,
@@ -186,17 +218,7 @@ __global__ void __launch_bounds__(W * 32, MINB)
       for (int j = 0; j < NT; ++j) acc[r][j][0] = acc[r][j][1] = 0.0f;
   };
   auto flush = [&](int m) {  // this warp's partial of slice warp + W*m
-    float(*dst)[T] = red[warp + W * m];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int te = TPT * j + tq;
-        if (slane && te < T) {
-          dst[16 * r + g][te] = acc[r][j][0];
-          dst[16 * r + g + 8][te] = acc[r][j][1];
-        }
-      }
+    store_partial<R, NT, T, TPT>(red[warp + W * m], acc, g, tq, slane);
   };
   reset();
 
@@ -270,29 +292,7 @@ __global__ void __launch_bounds__(W * 32, MINB)
   for (int m = accm + 1; m < SPW; ++m) flush(m);
   __syncthreads();
 
-  // fixed-order sum of the slice partials
-  for (int i = threadIdx.x; i < 16 * R * T; i += 32 * W) {
-    const int te = i / (16 * R), rr = i - te * (16 * R);
-    float v = red[0][rr][te];
-#pragma unroll
-    for (int s = 1; s < kSlices; ++s) v = __fadd_rn(v, red[s][rr][te]);
-    const int row = row0 + rr;
-    if (row < rows) y[static_cast<size_t>(te) * rows + row] = v;
-  }
-}
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-// 16-byte global -> shared copy; src_bytes 0 writes zeros and reads nothing
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+  sum_slices<16 * R, T>(red, row0, rows, 32 * W, y);  // fixed-order sum of the slice partials
 }
 
 // Shared-memory pipeline: block = 4 warps on R tiles of 16 rows (RB rows). Stage c holds groups
@@ -417,25 +417,9 @@ __global__ void __launch_bounds__(128, MINB)
   cp_async_wait<0>();
 
   // slice partials (slice = warp) -> shared memory -> fixed-order sum
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int te = TPT * j + tq;
-      if (slane && te < T) {
-        red[warp][16 * r + g][te] = acc[r][j][0];
-        red[warp][16 * r + g + 8][te] = acc[r][j][1];
-      }
-    }
+  store_partial<R, NT, T, TPT>(red[warp], acc, g, tq, slane);
   __syncthreads();
-  for (int i = tid; i < RB * T; i += 128) {
-    const int te = i / RB, rr = i - te * RB;
-    float v = red[0][rr][te];
-#pragma unroll
-    for (int sl = 1; sl < kSlices; ++sl) v = __fadd_rn(v, red[sl][rr][te]);
-    const int row = row0 + rr;
-    if (row < rows) y[static_cast<size_t>(te) * rows + row] = v;
-  }
+  sum_slices<RB, T>(red, row0, rows, 128, y);
 }
 
 // x prescale of the SIMT layout for a column's slot inside its code word (qmatvec.cu: slot_prescale<4>)
