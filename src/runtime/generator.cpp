@@ -67,15 +67,16 @@ GenerationStats Generator::run(std::span<const int32_t> prompt, const SamplingPa
       const bool is_eos = !params.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end();
       const bool is_stop =
           std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), id) != params.stop_token_ids.end();
-      if (is_eos || is_stop || (generated.push_back(id), !on_token_timed(id))) {
-        st.finish_reason = "stop";
-        return false;
+      if (!is_eos && !is_stop) {
+        generated.push_back(id);
+        if (on_token_timed(id)) return true;
       }
-      return true;
+      st.finish_reason = "stop";
+      return false;
     };
     // the pipelined decoder (mtp.md §4): greedy tokens from the device argmax, read one step behind
     DeviceEngine* engine = model_.device_engine();
-    const bool pipelined = engine && rs.async_decode && params.greedy() && !params.has_penalties();
+    const bool pipelined = engine && rs.async_decode;
     while (static_cast<int64_t>(generated.size()) < budget) {
       const int32_t id = sampler.sample(logits, TokenHistory{prompt, generated}, rng);
       if (!emit(id) || static_cast<int64_t>(generated.size()) >= budget) break;

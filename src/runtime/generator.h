@@ -57,9 +57,10 @@ struct ResolvedSpeculation {
   double cost_ratio = 0.18;
   bool measured_costs = true;
   bool pipelined_fallback = false;
-  // CUDA scheduling (mtp.md §5), resolved whether or not MTP is on: serial greedy decoding on a
-  // device engine runs the pipelined decoder (MERERUN_Q35_ASYNC_DECODE_BLOCKS; default on for the
-  // managed geometries), and T = 1 steps run as the sequence's own captured graph
+  // CUDA scheduling (mtp.md §5), resolved whether or not MTP is on: serial decoding on a device
+  // engine runs the pipelined decoder (MERERUN_Q35_ASYNC_DECODE_BLOCKS; default on for the managed
+  // geometries; greedy requests without penalties only), and T = 1 steps run as the sequence's own
+  // captured graph
   // (MERERUN_Q35_SCOPED_COMPILE; the engine's graphs are always per sequence, so default on).
   bool async_decode = false;
   bool scoped_graphs = true;

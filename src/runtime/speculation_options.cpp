@@ -85,7 +85,8 @@ ResolvedSpeculation resolve_speculation(const SpeculationOptions& opt, const Qwe
   r.cost_ratio = opt.cost_ratio;
   r.measured_costs = opt.measured_costs.value_or(true);
   r.pipelined_fallback = opt.pipelined_fallback.value_or(opted != 0);
-  r.async_decode = opt.async_decode_blocks.value_or(managed != 0);
+  // the pipelined decoder chains the device's argmax: greedy requests whose tokens need nothing else
+  r.async_decode = opt.async_decode_blocks.value_or(managed != 0) && params.greedy() && !params.has_penalties();
   r.scoped_graphs = opt.scoped_compile.value_or(true);
   if (opt.mode == SpeculationOptions::Mode::Off) {
     r.reason = "speculation off";

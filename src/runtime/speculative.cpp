@@ -114,8 +114,7 @@ class Round {
         }
         if (!fallback_) queue_confirmed(h_cur_, x);  // (h before x, x) stays a confirmed head transition
         DeviceEngine* engine = m_.device_engine();
-        if (fallback_ && rs_.pipelined_fallback && rs_.async_decode && engine && greedy_ &&
-            !req_.params->has_penalties()) {  // the rest of the request on the pipelined decoder
+        if (fallback_ && rs_.pipelined_fallback && rs_.async_decode && engine) {  // the rest on the pipelined decoder
           decode_pipelined(*engine, mem_, x, req_.budget - static_cast<int64_t>(gen_.size()),
                            [&](int32_t id) { return emit(id); });
           return;

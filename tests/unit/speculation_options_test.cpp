@@ -122,6 +122,10 @@ TEST(SpeculationOptions, ResolvesAgainstTheModel) {
   EXPECT_TRUE(r.async_decode);
   EXPECT_FALSE(r.scoped_graphs);
   EXPECT_EQ(r.block_size, 9) << "capped at the widest verification the backends guarantee";
+  SamplingParams sampled;
+  sampled.temperature = 0.7f;
+  EXPECT_FALSE(resolve_speculation(o, bundled_dense(), sampled).async_decode)
+      << "the pipelined decoder chains the greedy argmax: sampled requests keep the plain loop";
   // speculation off: the scheduling controls still resolve
   r = resolve_speculation(SpeculationOptions::off(), bundled_dense(), greedy);
   EXPECT_FALSE(r.enabled);
