@@ -332,6 +332,50 @@ void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, 
   record_bool(std::string(tag) + " SIMT: launch shapes + T=1..9 bitwise", bad == 0, std::to_string(bad) + " mismatches");
 }
 
+// qmatvec_multi (SIMT): matrices of different heights in one launch, one of them accumulating into
+// its y; every row must equal the single-matrix call bitwise (accumulate: y0 + that, one fp32 add),
+// for T = 1..9 and the SIMT launch shapes.
+void check_qmatvec_multi(CudaDevice& dev, int bits, uint64_t seed) {
+  const int64_t cols = 5120, TM = kMaxSkinnyRows;
+  const int64_t heights[] = {10240, 6144, 48, 33};  // 27B in_proj_qkv, z, b, a (+ an odd height)
+  std::vector<HostQ> hq;
+  std::vector<DevQ> dq;
+  for (int i = 0; i < 4; ++i) hq.push_back(random_q(heights[i], cols, bits, seed + i));
+  for (int i = 0; i < 4; ++i) dq.push_back(upload_q(dev, hq[i]));
+  const std::vector<float> x = matvec_x(TM, cols, seed + 9, false);
+  DeviceBuffer dx = to_device(dev, x, "test x");
+  DeviceBuffer ws = dev.alloc(static_cast<size_t>(qmatvec_workspace_floats(TM, cols, bits)) * 4, "test workspace");
+  std::vector<float> y0 = random_vec(static_cast<size_t>(TM * heights[3]), seed + 11);  // accumulator start
+  std::vector<DeviceBuffer> dy;
+  for (int i = 0; i < 4; ++i) dy.push_back(dev.alloc(static_cast<size_t>(TM * heights[i]) * 4, "test y"));
+  int64_t bad = 0, calls = 0;
+  for (int64_t T = 1; T <= TM; ++T) {
+    qmatvec_prepare(dev, dx.as<float>(), T, cols, bits, ws.as<float>());
+    std::vector<std::vector<float>> single(4);
+    for (int i = 0; i < 4; ++i) {
+      poison(dev, dy[i]);
+      qmatvec(dev, dq[i].view, ws.as<float>(), T, dy[i].as<float>(), simt_config(T));
+      single[i] = from_device<float>(dev, dy[i], static_cast<size_t>(T * heights[i]));
+    }
+    for (size_t j = 0; j < single[3].size(); ++j) single[3][j] = y0[j] + single[3][j];  // the accumulated one
+    for (const auto& c : kSimtConfigs) {
+      if (!qmatvec_config_available(bits, T, c)) continue;
+      ++calls;
+      for (int i = 0; i < 3; ++i) poison(dev, dy[i]);
+      MERE_CUDA_CHECK(cudaMemcpy(dy[3].get(), y0.data(), static_cast<size_t>(T * heights[3]) * 4, cudaMemcpyHostToDevice));
+      QMatvecOut outs[4];
+      for (int i = 0; i < 4; ++i) outs[i] = QMatvecOut{dq[i].view, dy[i].as<float>(), i == 3};
+      qmatvec_multi(dev, outs, 4, ws.as<float>(), T, c);
+      for (int i = 0; i < 4; ++i) {
+        const auto got = from_device<float>(dev, dy[i], static_cast<size_t>(T * heights[i]));
+        bad += std::memcmp(got.data(), single[i].data(), got.size() * 4) != 0;
+      }
+    }
+  }
+  record_bool("q" + std::to_string(bits) + "matvec_multi 4 matrices (one accumulating) vs single calls, T=1..9 x SIMT shapes bitwise",
+              bad == 0, std::to_string(calls) + " launches, " + std::to_string(bad) + " matrices differ");
+}
+
 void check_qmatvec(CudaDevice& dev, bool quick) {
   const std::vector<int> all = {1, 3, 9};
   const int64_t breaking_rows[] = {1, 7, 31, 32, 33, 64, 65, 257};
@@ -353,6 +397,8 @@ void check_qmatvec(CudaDevice& dev, bool quick) {
   check_qmatvec_shape(dev, 10240, 5120, 4, all, ++seed);  // 27B in_proj_qkv
   check_qmatvec_shape(dev, 17408, 5120, 8, {1, 9}, ++seed);
   check_qmatvec_shape(dev, 248320, 5120, 4, {1, 9}, ++seed);  // lm_head
+  check_qmatvec_multi(dev, 4, ++seed);
+  check_qmatvec_multi(dev, 8, ++seed);
 }
 
 // ---------------------------------------------------------------- rms norm

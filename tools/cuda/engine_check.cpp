@@ -12,6 +12,10 @@
 //     models: token-by-token decode logits (64-token prompt; 32 steps after a 1,200-token prefill, so
 //     spans hold several tiles) NMSE <= 1e-10 and argmax equal, greedy 64 tokens (plain and MTP)
 //     equal, batch-width invariance under gqa.
+//  5. Fusion (MERE_CUDA_FUSE, default on) vs MERE_CUDA_FUSE=0 on the 4-bit bundled MoE and a 4-bit
+//     g64 copy of the dense model (quantised into a temporary directory): decode and verification
+//     (T = 9) logits and MTP-head logits bitwise equal, greedy 64 tokens (plain and MTP) equal; the
+//     4-bit dense copy's fused decode logits also against the CPU reference (NMSE <= 1e-10).
 // Prints one line per check and a summary; exit status 1 when any check fails.
 #include <algorithm>
 #include <cmath>
@@ -27,6 +31,7 @@
 #include "core/json.h"
 #include "io/npy.h"
 #include "model/qwen35.h"
+#include "quant/convert.h"
 #include "runtime/generator.h"
 
 namespace fs = std::filesystem;
@@ -371,6 +376,66 @@ void attn_gqa(const std::string& root, const std::string& name) {
   }
 }
 
+// MERE_CUDA_FUSE (fused producers + multi-matrix matvec + residual epilogue, the default) against
+// MERE_CUDA_FUSE=0 (the unfused launch sequence): the same arithmetic by construction, so every
+// logit must be bitwise equal. The engine reads the variable when it is constructed: two loads.
+void fusion(const std::string& root, const std::string& name, const std::string& dir) {
+  std::unique_ptr<Qwen35Model> fused, plain;
+  {
+    ScopedEnv e("MERE_CUDA_FUSE", nullptr);
+    fused = Qwen35Model::load(dir, "cuda");
+  }
+  {
+    ScopedEnv e("MERE_CUDA_FUSE", "0");
+    plain = Qwen35Model::load(dir, "cuda");
+  }
+  const int64_t V = plain->config().vocab_size, H = plain->config().hidden_size;
+  const auto ids = read_ids(root + "/tests/data/mtp/" + name + "/input_ids.json");
+  auto run = [&](const Qwen35Model& m, std::vector<float>& mtp_lg) {
+    // 24 decode steps after an 8-token prompt (T = 1 passes), then one verification pass of 9 rows
+    // and the MTP head over those rows
+    const int64_t n0 = 8, steps = 24;
+    std::vector<float> lg(static_cast<size_t>((steps + 9) * V)), hid(static_cast<size_t>(9 * H));
+    SequenceMemory mem = m.new_memory();
+    m.forward(ids.data(), n0, mem, nullptr, nullptr, LogitsMode::None);
+    for (int64_t t = 0; t < steps; ++t)
+      m.forward(ids.data() + n0 + t, 1, mem, nullptr, lg.data() + t * V, LogitsMode::All);
+    m.forward(ids.data() + n0 + steps, 9, mem, hid.data(), lg.data() + steps * V, LogitsMode::All);
+    if (m.has_mtp()) {
+      mtp_lg.resize(static_cast<size_t>(9 * V));
+      m.mtp_forward(hid.data(), ids.data() + n0 + steps + 1, 9, mem, nullptr, mtp_lg.data(), LogitsMode::All);
+    }
+    return lg;
+  };
+  std::vector<float> mf, mp;
+  const auto f = run(*fused, mf), p = run(*plain, mp);
+  const int64_t rows = static_cast<int64_t>(f.size()) / V;
+  const LogitDiff d = logit_diff(f.data(), p.data(), rows, V);
+  const LogitDiff dm = mf.empty() ? LogitDiff{} : logit_diff(mf.data(), mp.data(), 9, V);
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "main %lld/%lld rows bitwise equal (max|d| %.3g)%s", (long long)d.bitwise_rows,
+                (long long)rows, d.max_abs,
+                mf.empty() ? "" : (", MTP head " + std::to_string(dm.bitwise_rows) + "/9").c_str());
+  report(d.finite && d.bitwise_rows == rows && (mf.empty() || dm.bitwise_rows == 9),
+         name + " fused vs MERE_CUDA_FUSE=0: decode, T=9 verification and MTP-head logits bitwise", buf);
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 8);
+  const bool g_plain = generate(*fused, prompt, 64, false) == generate(*plain, prompt, 64, false);
+  const bool g_mtp = !plain->has_mtp() || generate(*fused, prompt, 64, true) == generate(*plain, prompt, 64, true);
+  report(g_plain && g_mtp, name + " fused vs MERE_CUDA_FUSE=0: greedy 64 tokens equal",
+         std::string("plain ") + (g_plain ? "equal" : "DIFFER") +
+             (plain->has_mtp() ? std::string(", MTP ") + (g_mtp ? "equal" : "DIFFER") : std::string()));
+  if (dir.rfind(root + "/models/", 0) != 0) {  // a derived checkpoint: also against the CPU reference
+    auto cpu = Qwen35Model::load(dir, "ref");
+    std::vector<float> unused;
+    const auto c = run(*cpu, unused);
+    const LogitDiff dc = logit_diff(f.data(), c.data(), rows, V);
+    std::snprintf(buf, sizeof buf, "nmse %.3g (bound 1e-10), argmax %lld/%lld, max|d| %.3g", dc.nmse,
+                  (long long)dc.argmax_agree, (long long)rows, dc.max_abs);
+    report(dc.finite && dc.nmse <= 1e-10 && dc.argmax_agree == rows, name + " (4-bit copy) fused CUDA vs CPU reference",
+           buf);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -391,6 +456,15 @@ int main(int argc, char** argv) {
     guarded(name + " parity", [&] { parity(root, name); });
     guarded(name + " attention gqa", [&] { attn_gqa(root, name); });
   }
+  guarded("qwen35-moe-tiny fusion", [&] { fusion(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny"); });
+  guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {
+    QuantizeOptions q;
+    q.in_dir = root + "/models/qwen35-dense-tiny";
+    q.out_dir = (fs::temp_directory_path() / "mere-engine-check-dense-q4").string();
+    q.force = true;
+    quantize_checkpoint(q);
+    fusion(root, "qwen35-dense-tiny", q.out_dir);
+  });
   std::printf("engine_check: %d checks, %d failed\n", g_checks, g_fail);
   return g_fail ? 1 : 0;
 }

@@ -9,6 +9,8 @@
 #   b27long  27B geometry, decode at context depths 0 and 8,192 (512-token prompt, 64 generated), with
 #            the default split attention and with MERE_CUDA_ATTN=gqa: tok/s at both depths and the
 #            ratio depth 8192 / depth 0 (issue criterion: >= 0.9)
+#   fab27 / fab35  decode with fusion (default) vs MERE_CUDA_FUSE=0 at the 27B / 35B-A3B geometry
+#            (512-token prompt, 128 generated, 3 reps each, alternating order)
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
 # Writes logs and JSON under $OUT (default /tmp/mere-engine-out). Env: B (binaries, default
 # build/engine-carry), PROMPT / GEN (bench tokens), TAG (JSON name), NCU= / NOGRAPH= (empty: skip).
@@ -97,6 +99,16 @@ print("attention %s: decode depth 0 %.1f tok/s [%.1f-%.1f], depth 8192 %.1f tok/
     sys.argv[2], a, r[0]["min"], r[0]["max"], b, r[8192]["min"], r[8192]["max"], b / a))
 PY
       done 2>&1 | tee "$OUT/bench-27b-long.log"
+      rm -rf $d ;;
+    fab27 | fab35)  # fused decode vs MERE_CUDA_FUSE=0 (engine_forward.cpp decoder_layer)
+      geo=qwen3.5-27b; [ $stage = fab35 ] && geo=qwen3.5-35b-a3b
+      d=/tmp/synth-$stage
+      [ -d $d ] || $B/mere.run model synth --geometry $geo --bits 4 --group-size 64 --out $d --quiet
+      for fz in 1 0 1 0; do
+        MERE_CUDA_FUSE=$fz $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 3 \
+          --json >"$OUT/$stage-fuse$fz-$SECONDS.json" 2>/dev/null &&
+          python3 -c "import json,sys;d=json.load(open(sys.argv[1]));r=d['runs'][0]['decode_tok_s'];print('$stage fuse=$fz decode %.1f tok/s [%.1f-%.1f]'%(r['median'],r['min'],r['max']))" "$(ls -t $OUT/$stage-fuse$fz-*.json | head -1)"
+      done 2>&1 | tee -a "$OUT/fab.log"
       rm -rf $d ;;
     *) echo "unknown stage $stage" ;;
   esac

@@ -11,6 +11,9 @@ The learning-rate schedule runs on wall-clock time (--time-budget seconds: linea
 warm-up over --warmup steps, cosine to 10% at the end of the budget), so the run
 fits its device-time slot whatever the throughput.  Tokenizer and data are fully
 deterministic; the step count depends on throughput and is recorded.
+--replay-lr SUMMARY_JSON instead takes the lr of step s from a recorded run's curve (linear
+interpolation over its logged (step, lr) pairs), so that with the same seed and --max-steps N a
+re-run replays the first N steps of that run whatever its own throughput (repro_check.py).
 """
 from __future__ import annotations
 
@@ -115,12 +118,23 @@ def main():
     ap.add_argument("--eval-every-s", type=float, default=40.0)
     ap.add_argument("--final-eval-windows", type=int, default=192)
     ap.add_argument("--smoke", action="store_true", help="throughput only: no evals, no save")
+    ap.add_argument("--replay-lr", metavar="SUMMARY_JSON", default=None,
+                    help="lr per step from this recorded train_summary.json's curve instead of the wall clock")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     dev = torch.device("cuda")
+    replay = None
+    if args.replay_lr:
+        rec = json.load(open(args.replay_lr))["curve"]
+        # a logged curve step k (1-based, logged after the update) trained with the lr that the
+        # loop set while its 0-based counter `step` was k - 1
+        replay = (np.asarray(rec["step"], dtype=np.float64) - 1, np.asarray(rec["lr"], dtype=np.float64))
+        assert len(replay[0]) >= 2 and np.all(np.diff(replay[0]) > 0), "replay curve: steps must increase"
+        log(f"lr replayed from {args.replay_lr}: {len(replay[0])} points, steps {int(replay[0][0])}.."
+            f"{int(replay[0][-1])} (0-based), clamped outside")
 
     c = cfg_obj(args.model)
     model = Qwen35(c)
@@ -166,8 +180,11 @@ def main():
         frac = t_train / args.time_budget
         if frac >= 1.0 or step >= args.max_steps:
             break
-        lr = args.lr * min(1.0, (step + 1) / args.warmup) * (
-            args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+        if replay is not None:
+            lr = float(np.interp(step, replay[0], replay[1]))
+        else:
+            lr = args.lr * min(1.0, (step + 1) / args.warmup) * (
+                args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
         for g in opt.param_groups:
             g["lr"] = lr
         starts = torch.randint(0, N - T - 1, (args.batch,), device=dev, generator=gen)
@@ -255,6 +272,8 @@ def main():
                "peak_mem_gib": torch.cuda.max_memory_allocated() / 2 ** 30,
                "train_stream_tokens": int(N), "epochs": tokens / N,
                "compiled": bool(args.compile) and not compile_failed}
+    if replay is not None:
+        summary["lr_schedule"] = f"replayed from {args.replay_lr} (not the wall clock; --lr/--warmup/--min-lr-frac unused)"
     if args.smoke:
         json.dump(summary, open(os.path.join(args.out, "smoke.json"), "w"), indent=1)
         return

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec_prep.cuh"
 #include "backend/cuda/qmatvec_tc.h"
 
 namespace mere::cuda {
@@ -68,64 +69,64 @@ __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t magic, float* 
   }
 }
 
-// Floats of one row t of the prepared x: whole spans of 32 chunks (the last one padded).
-__host__ __device__ inline int64_t xs_stride(int64_t cols, int bits) {
-  const int64_t E = 128 / bits, nchunk = cols / E;
-  return (nchunk + 31) / 32 * 32 * E;
-}
+using prep::xs_stride;
 
-// Power-of-two prescale of x for the code slot `s` inside a word (undoes dequant_word's 2^(BITS*p)).
-template <int BITS>
-__host__ __device__ constexpr float slot_prescale(int s) {
-  if constexpr (BITS == 4) {
-    constexpr float k4[8] = {1.0f, 0.0625f, 0.00390625f, 0.000244140625f, 1.52587890625e-05f, 1.0f, 0.0625f, 0.00390625f};
-    return k4[s];
-  } else {
-    return (s & 1) ? 0.00390625f : 1.0f;
-  }
-}
-
-// ws = [xs: T rows of xs_stride prescaled x, lane-interleaved: float4 unit u of chunk j at unit
-// ((j/32)*UPC + u)*32 + j%32][sx: T*nchunk chunk sums of x]. One thread per (t, chunk).
-template <int BITS>
-__global__ void qmatvec_prepare_kernel(const float* __restrict__ x, int T, int cols, float* __restrict__ ws) {
-  constexpr int E = 128 / BITS, PW = 32 / BITS, UPC = E / 4;
-  const int nchunk = cols / E;
-  const int stride = static_cast<int>(xs_stride(cols, BITS));
+// One thread per (t, chunk of 16 columns): the 8-bit prepare (4-bit: detail::q4_prepare).
+__global__ void q8_prepare_kernel(const float* __restrict__ x, int T, int cols, prep::Layout L) {
+  const int nchunk = cols / 16;
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= T * nchunk) return;
   const int t = idx / nchunk, j = idx - t * nchunk;
-  const float* xr = x + static_cast<size_t>(t) * cols + static_cast<size_t>(j) * E;
-  float4* xs = reinterpret_cast<float4*>(ws + static_cast<size_t>(t) * stride) + (j >> 5) * UPC * 32 + (j & 31);
-  float s = 0.0f;
+  const float4* xr = reinterpret_cast<const float4*>(x + static_cast<size_t>(t) * cols + static_cast<size_t>(j) * 16);
+  float v[16];
 #pragma unroll
-  for (int e = 0; e < E; e += 4) {
-    const float4 v = *reinterpret_cast<const float4*>(xr + e);
-    s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v.x), v.y), v.z), v.w);
-    float4 o;
-    o.x = __fmul_rn(v.x, slot_prescale<BITS>((e + 0) % PW));
-    o.y = __fmul_rn(v.y, slot_prescale<BITS>((e + 1) % PW));
-    o.z = __fmul_rn(v.z, slot_prescale<BITS>((e + 2) % PW));
-    o.w = __fmul_rn(v.w, slot_prescale<BITS>((e + 3) % PW));
-    xs[(e / 4) * 32] = o;
+  for (int i = 0; i < 4; ++i) {
+    const float4 f = xr[i];
+    v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
   }
-  ws[static_cast<size_t>(T) * stride + idx] = s;
+  prep::q8_emit(v, t, j, L);
 }
 
-// y[t, r] for R rows per warp, U chunks per row in flight per lane.
+// One matrix of a SIMT launch: warps [previous warp_end, warp_end) own its rows, R a warp.
+struct SimtMat {
+  const uint4* codes;
+  const uint16_t* scales;
+  const uint16_t* biases;
+  float* y;
+  int rows, warp_end, accumulate;
+};
+struct SimtArgs {
+  SimtMat m[kMaxMultiMatrices];
+  int n;
+};
+
+// y[t, r] for R rows per warp, U chunks per row in flight per lane; the warp's matrix is the one
+// whose warp range holds it (each row's arithmetic is the same whatever shares the launch).
 template <int BITS, int T, int R, int U>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    qmatvec_kernel(const uint4* __restrict__ codes, const uint16_t* __restrict__ scales,
-                   const uint16_t* __restrict__ biases, const float* __restrict__ ws, int rows, int cols,
-                   float* __restrict__ y) {
+    qmatvec_kernel(const SimtArgs args, const float* __restrict__ ws, int cols) {
   constexpr int E = 128 / BITS;  // columns per 16-byte chunk
   constexpr int PW = 32 / BITS;  // columns per word
   constexpr int UPC = E / 4;     // float4 units of x per chunk
   const int nchunk = cols / E;
   const int ngroups = cols / 64;
   const int lane = threadIdx.x & 31;
-  const int row0 = (blockIdx.x * kWarpsPerBlock + static_cast<int>(threadIdx.x >> 5)) * R;
-  if (row0 >= rows) return;
+  const int warp = blockIdx.x * kWarpsPerBlock + static_cast<int>(threadIdx.x >> 5);
+  // the warp's matrix (constant indices only: the arguments stay in the parameter bank)
+  const uint4* codes = args.m[0].codes;
+  const uint16_t *scales = args.m[0].scales, *biases = args.m[0].biases;
+  float* y = args.m[0].y;
+  int rows = args.m[0].rows, warp_end = args.m[0].warp_end, accumulate = args.m[0].accumulate, warp_begin = 0;
+#pragma unroll
+  for (int i = 1; i < kMaxMultiMatrices; ++i) {
+    if (i < args.n && warp >= args.m[i - 1].warp_end) {
+      codes = args.m[i].codes, scales = args.m[i].scales, biases = args.m[i].biases, y = args.m[i].y;
+      rows = args.m[i].rows, warp_begin = args.m[i - 1].warp_end, warp_end = args.m[i].warp_end;
+      accumulate = args.m[i].accumulate;
+    }
+  }
+  if (warp >= warp_end) return;
+  const int row0 = (warp - warp_begin) * R;
   const int stride = static_cast<int>(xs_stride(cols, BITS));
   const float* sx = ws + static_cast<size_t>(T) * stride;
   uint32_t magic;
@@ -221,10 +222,13 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < T; ++t)
-      if (lane == (r * T + t) % 32 && row0 + r < rows) y[static_cast<size_t>(t) * rows + row0 + r] = acc[r][t];
+      if (lane == (r * T + t) % 32 && row0 + r < rows) {
+        float* yp = y + static_cast<size_t>(t) * rows + row0 + r;
+        *yp = accumulate ? __fadd_rn(*yp, acc[r][t]) : acc[r][t];
+      }
 }
 
-using KernelFn = void (*)(const uint4*, const uint16_t*, const uint16_t*, const float*, int, int, float*);
+using KernelFn = void (*)(SimtArgs, const float*, int);
 
 struct Variant {
   int bits, R, U;
@@ -269,8 +273,8 @@ void check_shape(const char* where, int bits, int64_t T, int64_t cols) {
 }
 
 // SIMT part of the workspace, then (4-bit) the tensor-core part at a 16-byte-aligned offset.
-int64_t simt_ws_floats(int64_t T, int64_t cols, int bits) { return T * xs_stride(cols, bits) + T * (cols * bits / 128); }
-int64_t tc_offset(int64_t T, int64_t cols) { return (simt_ws_floats(T, cols, 4) + 3) / 4 * 4; }
+using prep::simt_floats;
+using prep::tc_offset;
 
 bool is_tc(int bits, const QMatvecConfig& c) { return bits == 4 && c.rows_per_warp >= 16; }
 
@@ -308,7 +312,7 @@ QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
 
 int64_t qmatvec_workspace_floats(int64_t T, int64_t cols, int bits) {
   if (bits == 4) return tc_offset(T, cols) + detail::q4tc_floats(T, cols);
-  return simt_ws_floats(T, cols, bits);
+  return simt_floats(T, cols, bits);
 }
 
 QMatvecConfig qmatvec_default_config(int bits, int64_t T, int64_t rows) {
@@ -331,35 +335,63 @@ void qmatvec_prepare(CudaDevice& dev, const float* x, int64_t T, int64_t cols, i
   check_shape("qmatvec_prepare", bits, T, cols);
   DeviceGuard guard(dev.ordinal());
   if (bits == 4) {  // both layouts: the tensor-core kernel's and the SIMT fallback's
-    detail::q4_prepare(dev.stream(), x, static_cast<int>(T), static_cast<int>(cols), ws,
-                       static_cast<int>(xs_stride(cols, 4)), ws + T * xs_stride(cols, 4), ws + tc_offset(T, cols));
+    detail::q4_prepare(dev.stream(), x, static_cast<int>(T), static_cast<int>(cols), ws);
     return;
   }
-  const int n = static_cast<int>(T * (cols * bits / 128));
+  const int n = static_cast<int>(T * (cols / 16));
   const int threads = 128, blocks = (n + threads - 1) / threads;
-  qmatvec_prepare_kernel<8><<<blocks, threads, 0, dev.stream()>>>(x, static_cast<int>(T), static_cast<int>(cols), ws);
-  MERE_CUDA_CHECK_LAUNCH("qmatvec_prepare_kernel");
+  q8_prepare_kernel<<<blocks, threads, 0, dev.stream()>>>(x, static_cast<int>(T), static_cast<int>(cols),
+                                                          prep::layout(ws, T, cols, 8));
+  MERE_CUDA_CHECK_LAUNCH("q8_prepare_kernel");
+}
+
+bool qmatvec_tensor_cores(int bits) { return bits == 4 && tensor_core_default(); }
+
+void qmatvec_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T, QMatvecConfig cfg) {
+  MERE_CHECK(n >= 1 && n <= kMaxMultiMatrices, "qmatvec", "matrix count out of range: expected 1..", kMaxMultiMatrices,
+             ", got ", n);
+  const int bits = outs[0].W.bits;
+  const int64_t cols = outs[0].W.cols;
+  check_shape("qmatvec", bits, T, cols);
+  int64_t total_rows = 0;
+  for (int i = 0; i < n; ++i) {
+    const QWeightView& W = outs[i].W;
+    MERE_CHECK(W.bits == bits && W.cols == cols, "qmatvec", "matrices of one launch must share bits and width: matrix ",
+               i, " is ", W.bits, "-bit [", W.rows, ", ", W.cols, "], matrix 0 ", bits, "-bit with ", cols, " columns");
+    MERE_CHECK(W.rows > 0 && W.rows < (int64_t{1} << 31) && W.rows * (W.cols / 64) < (int64_t{1} << 31), "qmatvec",
+               "row count out of range: expected 1..2^31 rows with rows*cols/64 < 2^31, got ", W.rows);
+    total_rows += W.rows;
+  }
+  if (cfg.rows_per_warp == 0 || cfg.unroll == 0) cfg = default_config(bits, T, total_rows, dev.sm_count());
+  DeviceGuard guard(dev.ordinal());
+  if (is_tc(bits, cfg)) {
+    for (int i = 0; i < n; ++i) {
+      MERE_CHECK(!outs[i].accumulate, "qmatvec", "accumulating into y needs the SIMT kernel (tensor cores selected)");
+      detail::q4tc_launch(dev.stream(), outs[i].W, ws + tc_offset(T, cols), T, outs[i].y, cfg);
+    }
+    return;
+  }
+  const Variant* v = find_variant(bits, T, cfg.rows_per_warp, cfg.unroll);
+  MERE_CHECK(v != nullptr, "qmatvec", "no compiled kernel for bits=", bits, " T=", T, " rows_per_warp=",
+             cfg.rows_per_warp, " unroll=", cfg.unroll);
+  SimtArgs args{};
+  args.n = n;
+  int64_t warps = 0;
+  for (int i = 0; i < n; ++i) {
+    const QWeightView& W = outs[i].W;
+    warps += (W.rows + cfg.rows_per_warp - 1) / cfg.rows_per_warp;
+    MERE_CHECK(warps < (int64_t{1} << 30), "qmatvec", "too many rows for one launch: ", total_rows);
+    args.m[i] = SimtMat{reinterpret_cast<const uint4*>(W.codes), W.scales, W.biases, outs[i].y,
+                        static_cast<int>(W.rows), static_cast<int>(warps), outs[i].accumulate ? 1 : 0};
+  }
+  const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  v->fns[T - 1]<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, dev.stream()>>>(args, ws, static_cast<int>(cols));
+  MERE_CUDA_CHECK_LAUNCH("qmatvec_kernel");
 }
 
 void qmatvec(CudaDevice& dev, const QWeightView& W, const float* ws, int64_t T, float* y, QMatvecConfig cfg) {
-  check_shape("qmatvec", W.bits, T, W.cols);
-  MERE_CHECK(W.rows > 0 && W.rows < (int64_t{1} << 31) && W.rows * (W.cols / 64) < (int64_t{1} << 31), "qmatvec",
-             "row count out of range: expected 1..2^31 rows with rows*cols/64 < 2^31, got ", W.rows);
-  if (cfg.rows_per_warp == 0 || cfg.unroll == 0) cfg = default_config(W.bits, T, W.rows, dev.sm_count());
-  DeviceGuard guard(dev.ordinal());
-  if (is_tc(W.bits, cfg)) {
-    detail::q4tc_launch(dev.stream(), W, ws + tc_offset(T, W.cols), T, y, cfg);
-    return;
-  }
-  const Variant* v = find_variant(W.bits, T, cfg.rows_per_warp, cfg.unroll);
-  MERE_CHECK(v != nullptr, "qmatvec", "no compiled kernel for bits=", W.bits, " T=", T, " rows_per_warp=",
-             cfg.rows_per_warp, " unroll=", cfg.unroll);
-  const int64_t warps = (W.rows + cfg.rows_per_warp - 1) / cfg.rows_per_warp;
-  const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  v->fns[T - 1]<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, dev.stream()>>>(
-      reinterpret_cast<const uint4*>(W.codes), W.scales, W.biases, ws, static_cast<int>(W.rows),
-      static_cast<int>(W.cols), y);
-  MERE_CUDA_CHECK_LAUNCH("qmatvec_kernel");
+  const QMatvecOut out{W, y, false};
+  qmatvec_multi(dev, &out, 1, ws, T, cfg);
 }
 
 void qlinear(CudaDevice& dev, const QWeightView& W, const float* x, int64_t T, float* ws, float* y,

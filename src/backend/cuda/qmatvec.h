@@ -35,6 +35,7 @@
 namespace mere::cuda {
 
 inline constexpr int kMaxSkinnyRows = 9;  // T = 1..9 (verification width of MTP)
+inline constexpr int kMaxMultiMatrices = 4;  // matrices of one qmatvec_multi launch
 
 // Device view of one quantised weight: MLX layout, uploaded unchanged.
 struct QWeightView {
@@ -75,6 +76,17 @@ int64_t qmatvec_workspace_floats(int64_t T, int64_t cols, int bits);
 void qmatvec_prepare(CudaDevice& dev, const float* x, int64_t T, int64_t cols, int bits, float* ws);
 // y: [T, rows] f32 (device) from a prepared workspace.
 void qmatvec(CudaDevice& dev, const QWeightView& W, const float* ws, int64_t T, float* y, QMatvecConfig cfg = {});
+// One output of qmatvec_multi: y = W x, or y += W x (fp32 add of the product to y) with accumulate.
+struct QMatvecOut {
+  QWeightView W;
+  float* y = nullptr;  // [T, W.rows]
+  bool accumulate = false;
+};
+// Up to kMaxMultiMatrices matrices of the same bits and width over one prepared x in one launch
+// (SIMT; tensor cores: one launch each, no accumulate). Every row is bitwise what qmatvec gives it.
+void qmatvec_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T, QMatvecConfig cfg = {});
+// Whether the default kernel for `bits` is the tensor-core one (MERE_CUDA_QMATVEC=tc, 4-bit).
+bool qmatvec_tensor_cores(int bits);
 // Both steps: y[t] = W x[t].
 void qlinear(CudaDevice& dev, const QWeightView& W, const float* x, int64_t T, float* ws, float* y,
              QMatvecConfig cfg = {});

@@ -28,6 +28,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::detail {
 namespace {
@@ -422,21 +423,9 @@ __global__ void __launch_bounds__(128, MINB)
   sum_slices<RB, T>(red, row0, rows, 128, y);
 }
 
-// x prescale of the SIMT layout for a column's slot inside its code word (qmatvec.cu: slot_prescale<4>)
-__device__ __forceinline__ float simt_prescale(int s) {
-  return s == 0 || s == 5 ? 1.0f : (s == 1 || s == 6 ? 0.0625f : (s == 2 || s == 7 ? 0.00390625f : (s == 3 ? 0.000244140625f : 1.52587890625e-05f)));
-}
-
-__device__ __forceinline__ uint32_t pack_half2(__half lo, __half hi) {
-  return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
-}
-
 // One thread per (token, group, lane slot 0..7): slot = 4*(part lo) + quarter q; the thread loads
-// the 16 columns 16q..16q+15 of the group. Writes the slot's 8 B-fragment words, the group's {sum,
-// 2^-s} (slot 0), and for slots 0..3 the SIMT layout of its 16 columns (+ the 32-column chunk sum).
-__global__ void q4_prepare_kernel(const float* __restrict__ x, int T, int cols, float* __restrict__ simt_xs,
-                                  int simt_stride, float* __restrict__ simt_sx, uint4* __restrict__ frag,
-                                  float2* __restrict__ gsx) {
+// the 16 columns 16q..16q+15 of the group and emits its part of both layouts (qmatvec_prep.cuh).
+__global__ void q4_prepare_kernel(const float* __restrict__ x, int T, int cols, prep::Layout L) {
   const int ng = cols >> 6;
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   const bool valid = idx < T * ng * 8;  // whole 8-lane sets are valid or not (T*ng*8 is a multiple of 8)
@@ -453,58 +442,7 @@ __global__ void q4_prepare_kernel(const float* __restrict__ x, int T, int cols, 
     v[4 * i + 2] = f.z;
     v[4 * i + 3] = f.w;
   }
-  float mx = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fabsf(v[i]));
-  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));  // the group's max |x| (lanes of the same part)
-  int s = 0;
-  if (mx > 0.0f && mx <= FLT_MAX) {
-    const int ex = static_cast<int>((__float_as_uint(mx) >> 23) & 0xFFu) - 126;  // mx in [2^(ex-1), 2^ex)
-    s = min(max(15 - ex, -125), 125);
-  }
-  const float p = __uint_as_float(static_cast<uint32_t>(127 + s) << 23);
-  const float inv = __uint_as_float(static_cast<uint32_t>(127 - s) << 23);
-  // sums of the original x: quarter in column order, chunk = q0+q1 / q2+q3, group = chunk01 + chunk23
-  float qs = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) qs = __fadd_rn(qs, v[i]);
-  const float cs = __fadd_rn(qs, __shfl_xor_sync(kFull, qs, 1));
-  const float gs = __fadd_rn(cs, __shfl_xor_sync(kFull, cs, 2));
-  if (!valid) return;
-
-  const bool lo = slot >= 4;
-  auto part = [&](float z) -> __half {
-    z = __fmul_rn(z, p);
-    const __half h = __float2half_rn(z);
-    return lo ? __float2half_rn(__fsub_rn(z, __half2float(h))) : h;
-  };
-  uint32_t fr[8];
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    fr[2 * ks] = pack_half2(part(v[ks]), part(v[ks + 4]));
-    fr[2 * ks + 1] = pack_half2(part(v[8 + ks]), part(v[12 + ks]));
-  }
-  uint4* fo = frag + static_cast<size_t>(tg) * 16 + slot * 2;
-  fo[0] = make_uint4(fr[0], fr[1], fr[2], fr[3]);
-  fo[1] = make_uint4(fr[4], fr[5], fr[6], fr[7]);
-  if (slot == 0) gsx[tg] = make_float2(gs, inv);
-
-  if (!lo) {  // SIMT layout: chunk j = 2G + q/2 (32 columns), float4 units 4*(q&1) .. +3 of it
-    const int j = 2 * G + (q >> 1);
-    float4* xs = reinterpret_cast<float4*>(simt_xs + static_cast<size_t>(t) * simt_stride) + (j >> 5) * 8 * 32 + (j & 31);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int u = 4 * (q & 1) + i;
-      float4 o;
-      o.x = __fmul_rn(v[4 * i], simt_prescale((4 * u) % 8));
-      o.y = __fmul_rn(v[4 * i + 1], simt_prescale((4 * u + 1) % 8));
-      o.z = __fmul_rn(v[4 * i + 2], simt_prescale((4 * u + 2) % 8));
-      o.w = __fmul_rn(v[4 * i + 3], simt_prescale((4 * u + 3) % 8));
-      xs[u * 32] = o;
-    }
-    if ((q & 1) == 0) simt_sx[static_cast<size_t>(t) * (cols / 32) + j] = cs;
-  }
+  prep::q4_emit(v, t, G, slot, valid, L);
 }
 
 using TcFn = void (*)(const uint32_t*, const uint16_t*, const uint16_t*, const uint4*, const float2*, int, int, float*);
@@ -581,13 +519,11 @@ int64_t q4tc_floats(int64_t T, int64_t cols) {
   return T * ng * 64 + T * ng * 2;
 }
 
-void q4_prepare(cudaStream_t s, const float* x, int T, int cols, float* simt_xs, int simt_stride, float* simt_sx,
-                float* tc) {
+void q4_prepare(cudaStream_t s, const float* x, int T, int cols, float* ws) {
   const int64_t ng = cols / 64;
   const int n = static_cast<int>(T * ng * 8);
   const int threads = 256, blocks = (n + threads - 1) / threads;
-  q4_prepare_kernel<<<blocks, threads, 0, s>>>(x, T, cols, simt_xs, simt_stride, simt_sx, reinterpret_cast<uint4*>(tc),
-                                               reinterpret_cast<float2*>(tc + T * ng * 64));
+  q4_prepare_kernel<<<blocks, threads, 0, s>>>(x, T, cols, prep::layout(ws, T, cols, 4));
   MERE_CUDA_CHECK_LAUNCH("q4_prepare_kernel");
 }
 

@@ -14,10 +14,8 @@ namespace mere::cuda::detail {
 // 64 columns) the B fragments of 8 lanes (hi/lo f16 parts, 8 u32 each) and {sum of x, 2^-e}.
 int64_t q4tc_floats(int64_t T, int64_t cols);
 
-// 4-bit prepare: writes the SIMT layout (simt_xs: T rows of simt_stride prescaled floats,
-// lane-interleaved; simt_sx: T*cols/32 chunk sums) and the tensor-core layout (tc, q4tc_floats).
-void q4_prepare(cudaStream_t s, const float* x, int T, int cols, float* simt_xs, int simt_stride, float* simt_sx,
-                float* tc);
+// 4-bit prepare: writes both layouts of the workspace `ws` (qmatvec_prep.cuh) for T rows of x.
+void q4_prepare(cudaStream_t s, const float* x, int T, int cols, float* ws);
 
 // Compiled tensor-core launch shapes (QMatvecConfig, qmatvec.h): cfg.rows_per_warp = 16*R rows a
 // block; cfg.stages > 0: shared-memory pipeline with that many stages (4 warps); cfg.stages = 0:

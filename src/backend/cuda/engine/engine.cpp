@@ -23,6 +23,8 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   graph_mode_ = !g || !*g ? 2 : std::strcmp(g, "0") == 0 ? 0 : std::strcmp(g, "1") == 0 ? 1 : 2;
   const char* at = std::getenv("MERE_CUDA_ATTN");
   attn_gqa_ = at && std::strcmp(at, "gqa") == 0;
+  const char* fu = std::getenv("MERE_CUDA_FUSE");
+  fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head");
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");

@@ -71,14 +71,20 @@ class CudaEngine final : public DeviceEngine {
                  bool want_argmax);
   void decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
                      const int32_t* pos, int64_t trace_row0);
-  void attention_block(const DAttn& a, const float* xn, int64_t T, float* kc, float* vc, const int32_t* pos,
-                       float* out);
-  void gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, int64_t T, int64_t trace_row0,
-                 float* out);
-  void ffn_block(const DLayer& L, const float* xn, int64_t T, float* x);  // x += ffn(xn)
+  // The mixers add their output projection into x and return true when it ran fused (fuse_bits),
+  // else leave it in o_ and return false; xn_prepared: qws_ already holds xn prepared for them.
+  bool attention_block(const DAttn& a, const float* xn, bool xn_prepared, int64_t T, float* kc, float* vc,
+                       const int32_t* pos, float* x);
+  bool gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, bool xn_prepared, int64_t T,
+                 int64_t trace_row0, float* x);
+  void ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x);  // x += ffn(xn)
   void linear(const DMat& W, const float* x, int64_t T, float* y);
-  // several matrices over the same x: the quantised ones of one bit width share one prepare
-  void linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T);
+  // several matrices over the same x: the quantised ones of one bit width share one prepare (and,
+  // fused, one launch); prepared: qws_ already holds x prepared
+  void linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
+                     bool prepared = false);
+  int fuse_bits(std::initializer_list<const DMat*> ms) const;
+  void accumulate_prepared(const DMat& W, int64_t T, float* x);  // x += W (qws_ input)
   void download(void* host, const void* dev, size_t bytes);
 
   // Prefill (engine_prefill.cpp): untraced calls of T >= kGemmRows rows run in passes of up to
@@ -110,7 +116,10 @@ class CudaEngine final : public DeviceEngine {
   // MERE_CUDA_GRAPH: 0 no graphs, 1 decode steps (T = 1) only, unset / 2: every pass of <= 9 rows
   // (verification widths, traced or not) and the MTP head's passes too
   int graph_mode_ = 2;
-  bool attn_gqa_ = false;  // MERE_CUDA_ATTN=gqa: GQA-aware decode attention (k::attention_gqa), read at load
+  bool attn_gqa_ = false;
+  // MERE_CUDA_FUSE (default on; 0 off; always off with the tensor-core matvec): producers fused with
+  // the matvec's prepare, shared-input projections in one launch, residual adds in the epilogue
+  bool fuse_ = true;  // MERE_CUDA_ATTN=gqa: GQA-aware decode attention (k::attention_gqa), read at load
 
   // scratch of one pass
   DeviceBuffer scratch_;

@@ -12,7 +12,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/engine.h"
 
-#include <functional>
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/norm.h"
@@ -34,8 +33,18 @@ void CudaEngine::linear(const DMat& W, const float* x, int64_t T, float* y) {
   else k::gemv(dev_.stream(), W, x, T, 1, nullptr, y);
 }
 
-void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x,
-                               int64_t T) {
+// Bit width of qmatvec's prepared input when every matrix of `ms` can run on one prepare produced by
+// a fused producer (quantised, one matrix, same bits and width, SIMT kernel, fusion on); else 0.
+int CudaEngine::fuse_bits(std::initializer_list<const DMat*> ms) const {
+  if (!fuse_) return 0;
+  const DMat* m0 = *ms.begin();
+  for (const DMat* m : ms)
+    if (!m->quantized() || m->count != 1 || m->bits != m0->bits || m->cols != m0->cols) return 0;
+  return m0->bits;
+}
+
+void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
+                               bool prepared) {
   int bits = 0;
   bool same = true;
   for (const auto& [W, y] : outs) {
@@ -44,34 +53,53 @@ void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, floa
       same = false;
     bits = W->bits;
   }
+  MERE_CHECK(same || !prepared, "cuda engine", "a prepared input needs quantised matrices of one bit width");
   if (!same) {
     for (const auto& [W, y] : outs) linear(*W, x, T, y);
     return;
   }
-  qmatvec_prepare(dev_, x, T, outs.begin()->first->cols, bits, qws_);
+  if (!prepared) qmatvec_prepare(dev_, x, T, outs.begin()->first->cols, bits, qws_);
+  if (fuse_) {  // one launch for all of them
+    QMatvecOut o[kMaxMultiMatrices];
+    int n = 0;
+    for (const auto& [W, y] : outs) o[n++] = QMatvecOut{W->qview(), y, false};
+    qmatvec_multi(dev_, o, n, qws_, T);
+    return;
+  }
   for (const auto& [W, y] : outs) qmatvec(dev_, W->qview(), qws_, T, y);
 }
 
-void CudaEngine::attention_block(const DAttn& a, const float* xn, int64_t T, float* kc, float* vc, const int32_t* pos,
-                                 float* out) {
+void CudaEngine::accumulate_prepared(const DMat& W, int64_t T, float* x) {
+  const QMatvecOut o{W.qview(), x, true};
+  qmatvec_multi(dev_, &o, 1, qws_, T);
+}
+
+bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepared, int64_t T, float* kc, float* vc,
+                                 const int32_t* pos, float* x) {
   const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
   cudaStream_t s = dev_.stream();
-  linear_shared({{&a.q, qg_}, {&a.k, kk_}, {&a.v, vv_}}, xn, T);
+  linear_shared({{&a.q, qg_}, {&a.k, kk_}, {&a.v, vv_}}, xn, T, xn_prepared);
   k::attn_prepare(s, qg_, kk_, vv_, a.q_norm, a.k_norm, pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
                   static_cast<float>(cfg_.rms_norm_eps), q_, kc, vc);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_);
   else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_);
+  if (const int ob = fuse_bits({&a.o})) {  // gate + prepare in one launch, o_proj added to x by its matvec
+    k::sigmoid_gate_prep(s, att_, qg_, T, nh, hd, ob, qws_);
+    accumulate_prepared(a.o, T, x);
+    return true;
+  }
   k::sigmoid_gate(s, att_, qg_, T, nh, hd);
-  linear(a.o, att_, T, out);
+  linear(a.o, att_, T, o_);
+  return false;
 }
 
-void CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, int64_t T,
-                           int64_t trace_row0, float* out) {
+bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, bool xn_prepared, int64_t T,
+                           int64_t trace_row0, float* x) {
   const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel, Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim;
   const int64_t Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim, kd = Hk * Dk, vd = Hv * Dv;
   cudaStream_t s = dev_.stream();
-  linear_shared({{&g.qkv, raw_}, {&g.z, z_}, {&g.b, gb_}, {&g.a, ga_}}, xn, T);
+  linear_shared({{&g.qkv, raw_}, {&g.z, z_}, {&g.b, gb_}, {&g.a, ga_}}, xn, T, xn_prepared);
   k::conv_silu(s, st.conv(li), g.conv, raw_, T, C, K, mixed_);
   k::gdn_prepare(s, mixed_, ga_, gb_, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, gq_, gk_, gv_, gg_, gbeta_);
   if (trace_row0 >= 0) {
@@ -89,25 +117,37 @@ void CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
   }
   if (Dk == 128 && Dv == 128) gdn_decode(dev_, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
   else k::gdn_generic(s, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
-  k::gated_rms_norm(s, core_, z_, g.norm, T, Hv, Dv, static_cast<float>(cfg_.rms_norm_eps), gout_);
-  linear(g.out, gout_, T, out);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  if (const int ob = Dv % 64 == 0 ? fuse_bits({&g.out}) : 0) {  // norm + prepare, out_proj added to x
+    k::gated_rms_norm_prep(s, core_, z_, g.norm, T, Hv, Dv, eps, gout_, ob, qws_);
+    accumulate_prepared(g.out, T, x);
+    return true;
+  }
+  k::gated_rms_norm(s, core_, z_, g.norm, T, Hv, Dv, eps, gout_);
+  linear(g.out, gout_, T, o_);
+  return false;
 }
 
 // x += ffn(xn). MoE with 4/8-bit experts: router + shared-expert gate (one prepare), routing (a
 // warp per token), one launch for gate+up+SwiGLU of the K experts and the shared expert, one for
 // down + combine + residual add (k_moe.cu); other formats take the generic gathered matvec.
-void CudaEngine::ffn_block(const DLayer& L, const float* xn, int64_t T, float* x) {
+void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x) {
   cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size;
   if (!cfg_.is_moe) {
-    linear_shared({{&L.mlp.gate, f1_}, {&L.mlp.up, f2_}}, xn, T);
+    linear_shared({{&L.mlp.gate, f1_}, {&L.mlp.up, f2_}}, xn, T, xn_prepared);
+    if (const int db = fuse_bits({&L.mlp.down})) {  // SwiGLU + prepare in one launch, down added to x
+      k::swiglu_prep(s, f1_, f2_, T, L.mlp.gate.rows, db, qws_);
+      accumulate_prepared(L.mlp.down, T, x);
+      return;
+    }
     k::swiglu(s, f1_, f2_, T * L.mlp.gate.rows);
     linear(L.mlp.down, f1_, T, o_);
     k::add(s, x, o_, T * H);
     return;
   }
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, Ie = L.experts.gate.rows;
-  linear_shared({{&L.router, rlog_}, {&L.shared_gate, sg_}}, xn, T);
+  linear_shared({{&L.router, rlog_}, {&L.shared_gate, sg_}}, xn, T, xn_prepared);
   k::moe_route(s, rlog_, T, E, K, cfg_.norm_topk_prob, ridx_, rw_);
   if (k::moe_fused_supported(L.experts.gate, L.experts.up, L.experts.down, L.shared.gate, L.shared.up,
                              L.shared.down, K)) {
@@ -126,16 +166,26 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, int64_t T, float* x
   k::add(s, x, o_, T * H);
 }
 
+// With fusion (MERE_CUDA_FUSE, default on with the SIMT matvec): each norm also prepares the next
+// projections' input, the projections sharing it run as one launch, and the output projections add
+// into x in their epilogue; MERE_CUDA_FUSE=0 launches the unfused sequence. Same bits either way.
 void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
                                const int32_t* pos, int64_t trace_row0) {
   const int64_t H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   cudaStream_t s = dev_.stream();
-  k::rms_norm(s, x, H, L.input_norm, T, H, eps, xn_, H);
-  if (L.kind == LayerKind::Full) attention_block(L.attn, xn_, T, kc, vc, pos, o_);
-  else gdn_block(L.gdn, st, L.index, xn_, T, trace_row0, o_);
-  k::add_rms_norm(s, x, o_, L.post_norm, T, H, eps, xn_);  // x += o; xn = rmsnorm(x) * w
-  ffn_block(L, xn_, T, x);
+  const bool full = L.kind == LayerKind::Full;
+  const int in_bits = full ? fuse_bits({&L.attn.q, &L.attn.k, &L.attn.v})
+                           : fuse_bits({&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a});
+  if (in_bits) k::rms_norm_prep(s, x, nullptr, L.input_norm, T, H, eps, xn_, in_bits, qws_);
+  else k::rms_norm(s, x, H, L.input_norm, T, H, eps, xn_, H);
+  const bool added = full ? attention_block(L.attn, xn_, in_bits != 0, T, kc, vc, pos, x)
+                          : gdn_block(L.gdn, st, L.index, xn_, in_bits != 0, T, trace_row0, x);
+  const int ffn_bits = cfg_.is_moe ? fuse_bits({&L.router, &L.shared_gate}) : fuse_bits({&L.mlp.gate, &L.mlp.up});
+  if (ffn_bits) k::rms_norm_prep(s, x, added ? nullptr : o_, L.post_norm, T, H, eps, xn_, ffn_bits, qws_);
+  else if (added) k::rms_norm(s, x, H, L.post_norm, T, H, eps, xn_, H);
+  else k::add_rms_norm(s, x, o_, L.post_norm, T, H, eps, xn_);  // x += o; xn = rmsnorm(x) * w
+  ffn_block(L, xn_, ffn_bits != 0, T, x);
 }
 
 void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool all_logits, bool last_logits,
@@ -148,9 +198,16 @@ void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool
     decoder_layer(L, st, x_, T, full ? st.k(L.index) : nullptr, full ? st.v(L.index) : nullptr, st.pos(),
                   trace_row0);
   }
-  k::rms_norm(s, x_, H, final_norm_, T, H, static_cast<float>(cfg_.rms_norm_eps), h_, H);
-  if (all_logits) linear(lm_head_, h_, T, logits_);
-  else if (last_logits || want_argmax) linear(lm_head_, h_ + (T - 1) * H, 1, logits_ + (T - 1) * V);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const int head_bits = (all_logits || T == 1) && (last_logits || want_argmax || all_logits) ? fuse_bits({&lm_head_}) : 0;
+  if (head_bits) {  // the final norm prepares the lm_head's input (every row is wanted)
+    k::rms_norm_prep(s, x_, nullptr, final_norm_, T, H, eps, h_, head_bits, qws_);
+    qmatvec(dev_, lm_head_.qview(), qws_, T, logits_);
+  } else {
+    k::rms_norm(s, x_, H, final_norm_, T, H, eps, h_, H);
+    if (all_logits) linear(lm_head_, h_, T, logits_);
+    else if (last_logits || want_argmax) linear(lm_head_, h_ + (T - 1) * H, 1, logits_ + (T - 1) * V);
+  }
   if (want_argmax) k::argmax(s, logits_ + (T - 1) * V, V, st.argmax());
 }
 

@@ -3,6 +3,7 @@
 // MERE_CUDA_ATTN=gqa a block per KV head for all its query heads), sigmoid output gate. Mirrors
 // Qwen35Model::attention_block; the split is fixed (kSpans ranges of ceil(len/spans) positions).
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
 
 namespace mere::cuda::k {
@@ -389,7 +390,7 @@ __global__ void sigmoid_gate_kernel(float* out, const float* qg, int nh, int hd,
   const int64_t row = i / hd;  // (t, h)
   const int d = static_cast<int>(i % hd);
   const float gate = qg[row * 2 * hd + hd + d];
-  out[i] = __fmul_rn(out[i], 1.0f / (1.0f + expf(-gate)));
+  out[i] = __fmul_rn(out[i], sigmoid(gate));
 }
 
 }  // namespace

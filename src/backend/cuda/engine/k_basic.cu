@@ -3,14 +3,15 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::k {
 namespace {
 
 inline unsigned blocks(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 __device__ __forceinline__ float bf(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 __global__ void embed_kernel(const void* data, const uint16_t* scales, const uint16_t* biases, int bits, bool is_bf16,
                              const int32_t* ids, int H, float* out) {
@@ -53,9 +54,20 @@ __device__ __forceinline__ float row_inv_rms(float ss, int n, float eps) {
   return scale;
 }
 
+// PREP = 4 or 8: after the row is written, the block prepares it as qmatvec's input at that bit
+// width (qmatvec_prep.cuh) into L; 0: no prepare.
+template <int PREP>
+__device__ __forceinline__ void prepare_tail(const float* yr, const prep::Layout& L) {
+  if constexpr (PREP != 0) {
+    __syncthreads();  // the row was written by every thread of the block: read it back from L2
+    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, static_cast<int>(blockIdx.x), 0, L.cols, L);
+  }
+}
+
+template <int PREP>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
-                    float eps, float* __restrict__ y, int64_t ys) {
+                    float eps, float* y, int64_t ys, prep::Layout L) {
   float* xr = x + blockIdx.x * xs;
   float* yr = y + blockIdx.x * ys;
   float ss = 0.0f;
@@ -71,6 +83,7 @@ __global__ void __launch_bounds__(kNormThreads)
   }
   const float r = row_inv_rms(ss, n, eps);
   for (int i = threadIdx.x; i < n; i += kNormThreads) yr[i] = __fmul_rn(__fmul_rn(xr[i], r), w[i]);
+  prepare_tail<PREP>(yr, L);
 }
 
 // Vectorised form for rows of n % 4 == 0, n <= kNormMaxV4 * 4 * kNormThreads, 16-byte aligned
@@ -79,9 +92,10 @@ __global__ void __launch_bounds__(kNormThreads)
 // z, w), then the same warp butterfly and in-order sum of the 8 warp partials as the scalar kernel.
 // Each row depends on its own values only (batch-width invariant).
 constexpr int kNormMaxV4 = 8;  // n <= 8192
+template <int PREP>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_v4_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
-                       float eps, float* __restrict__ y, int64_t ys) {
+                       float eps, float* y, int64_t ys, prep::Layout L) {
   float4* xr = reinterpret_cast<float4*>(x + blockIdx.x * xs);
   float4* yr = reinterpret_cast<float4*>(y + blockIdx.x * ys);
   const float4* ar = add ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * n) : nullptr;
@@ -120,6 +134,7 @@ __global__ void __launch_bounds__(kNormThreads)
       yr[i] = o;
     }
   }
+  prepare_tail<PREP>(reinterpret_cast<const float*>(yr), L);
 }
 
 bool norm_v4_ok(const void* x, int64_t xs, const void* add, const void* w, int64_t n, const void* y, int64_t ys) {
@@ -257,23 +272,36 @@ void embed(cudaStream_t s, const DMat& E, const int32_t* ids, int64_t T, float* 
   MERE_CUDA_CHECK_LAUNCH("embed_kernel");
 }
 
+namespace {
+template <int PREP>
+void launch_norm(cudaStream_t s, float* x, int64_t xs, const float* add, const float* w, int64_t T, int64_t n, float eps,
+                 float* y, int64_t ys, const prep::Layout& L) {
+  if (norm_v4_ok(x, xs, add, w, n, y, ys))
+    rms_norm_v4_kernel<PREP><<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, xs, add, w, static_cast<int>(n), eps,
+                                                                                y, ys, L);
+  else
+    rms_norm_kernel<PREP><<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, xs, add, w, static_cast<int>(n), eps, y,
+                                                                             ys, L);
+  MERE_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+}
+}  // namespace
+
 void rms_norm(cudaStream_t s, const float* x, int64_t xs, const float* w, int64_t T, int64_t n, float eps, float* y,
               int64_t ys) {
-  if (norm_v4_ok(x, xs, nullptr, w, n, y, ys))
-    rms_norm_v4_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(const_cast<float*>(x), xs, nullptr, w,
-                                                                          static_cast<int>(n), eps, y, ys);
-  else
-    rms_norm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(const_cast<float*>(x), xs, nullptr, w,
-                                                                       static_cast<int>(n), eps, y, ys);
-  MERE_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+  launch_norm<0>(s, const_cast<float*>(x), xs, nullptr, w, T, n, eps, y, ys, {});
 }
 
 void add_rms_norm(cudaStream_t s, float* x, const float* o, const float* w, int64_t T, int64_t n, float eps, float* y) {
-  if (norm_v4_ok(x, n, o, w, n, y, n))
-    rms_norm_v4_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, n, o, w, static_cast<int>(n), eps, y, n);
-  else
-    rms_norm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, n, o, w, static_cast<int>(n), eps, y, n);
-  MERE_CUDA_CHECK_LAUNCH("rms_norm_kernel (add)");
+  launch_norm<0>(s, x, n, o, w, T, n, eps, y, n, {});
+}
+
+void rms_norm_prep(cudaStream_t s, float* x, const float* add, const float* w, int64_t T, int64_t n, float eps, float* y,
+                   int bits, float* ws) {
+  MERE_CHECK((bits == 4 || bits == 8) && n % 64 == 0, "rms_norm_prep", "expected 4 or 8 bits and a width divisible by 64, got ",
+             bits, " bits, width ", n);
+  const prep::Layout L = prep::layout(ws, T, n, bits);
+  if (bits == 4) launch_norm<4>(s, x, n, add, w, T, n, eps, y, n, L);
+  else launch_norm<8>(s, x, n, add, w, T, n, eps, y, n, L);
 }
 
 void add(cudaStream_t s, float* x, const float* y, int64_t n) {

@@ -1,13 +1,14 @@
 // GatedDeltaNet pieces around the recurrent step: causal conv + SiLU, q/k l2 norm and gates,
 // a generic recurrent step (any head width), gated RMSNorm. Mirrors Qwen35Model::gdn_block.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::k {
 namespace {
 
 constexpr int kMaxConvK = 8;
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 __global__ void conv_silu_kernel(float* state, const float* w, const float* raw, int T, int C, int K, float* out) {
@@ -66,7 +67,7 @@ __global__ void __launch_bounds__(kPrepThreads)
   } else {
     for (int h = tid; h < Hv; h += kPrepThreads) {
       const int64_t i = static_cast<int64_t>(t) * Hv + h;
-      beta[i] = 1.0f / (1.0f + expf(-b[i]));
+      beta[i] = sigmoid(b[i]);
       g[i] = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
     }
   }
@@ -97,8 +98,11 @@ __global__ void gdn_generic_kernel(float* S, const float* q, const float* k, con
   }
 }
 
+// PREP = 4 or 8: then the block prepares its head's columns of y as qmatvec's input (into L).
+template <int PREP>
 __global__ void __launch_bounds__(kPrepThreads)
-    gated_rms_norm_kernel(const float* x, const float* z, const float* w, int Hv, int Dv, float eps, float* y) {
+    gated_rms_norm_kernel(const float* x, const float* z, const float* w, int Hv, int Dv, float eps, float* y,
+                          prep::Layout L) {
   __shared__ float partial[kPrepThreads / 32];
   const int64_t off = (static_cast<int64_t>(blockIdx.y) * Hv + blockIdx.x) * Dv;
   float ss = 0.0f;
@@ -106,6 +110,12 @@ __global__ void __launch_bounds__(kPrepThreads)
   const float r = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(block_sum(ss, partial), static_cast<float>(Dv)), eps));
   for (int i = threadIdx.x; i < Dv; i += kPrepThreads)
     y[off + i] = __fmul_rn(__fmul_rn(w[i], __fmul_rn(x[off + i], r)), silu(z[off + i]));
+  if constexpr (PREP != 0) {
+    __syncthreads();  // the head's y was written by every thread of the block: read it back from L2
+    const float* yr = y + static_cast<int64_t>(blockIdx.y) * Hv * Dv;
+    const int c0 = static_cast<int>(blockIdx.x) * Dv;
+    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, static_cast<int>(blockIdx.y), c0, c0 + Dv, L);
+  }
 }
 
 }  // namespace
@@ -143,8 +153,21 @@ void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const
 void gated_rms_norm(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
                     int64_t Dv, float eps, float* y) {
   dim3 grid(static_cast<unsigned>(Hv), static_cast<unsigned>(T));
-  gated_rms_norm_kernel<<<grid, kPrepThreads, 0, s>>>(x, z, w, static_cast<int>(Hv), static_cast<int>(Dv), eps, y);
+  gated_rms_norm_kernel<0><<<grid, kPrepThreads, 0, s>>>(x, z, w, static_cast<int>(Hv), static_cast<int>(Dv), eps, y, {});
   MERE_CUDA_CHECK_LAUNCH("gated_rms_norm_kernel");
+}
+
+void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
+                         int64_t Dv, float eps, float* y, int bits, float* ws) {
+  MERE_CHECK((bits == 4 || bits == 8) && Dv % 64 == 0, "gated_rms_norm_prep",
+             "expected 4 or 8 bits and a head width divisible by 64, got ", bits, " bits, head width ", Dv);
+  dim3 grid(static_cast<unsigned>(Hv), static_cast<unsigned>(T));
+  const prep::Layout L = prep::layout(ws, T, Hv * Dv, bits);
+  if (bits == 4)
+    gated_rms_norm_kernel<4><<<grid, kPrepThreads, 0, s>>>(x, z, w, static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
+  else
+    gated_rms_norm_kernel<8><<<grid, kPrepThreads, 0, s>>>(x, z, w, static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
+  MERE_CUDA_CHECK_LAUNCH("gated_rms_norm_kernel (prepare)");
 }
 
 }  // namespace mere::cuda::k

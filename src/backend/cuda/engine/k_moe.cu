@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
 
 namespace mere::cuda::k {
@@ -76,7 +77,6 @@ __global__ void __launch_bounds__(kRouteThreads)
 }
 
 __device__ __forceinline__ float bf(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 constexpr uint32_t kMagic = 0x4B000000u;
 constexpr float kMagicF = 8388608.0f;
@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   }
   float ds[1];
   dot_rows<BITS, 1>(rs, cs, xs, xsum, ws, ds);
-  const float s = 1.0f / (1.0f + expf(-sg[t]));
+  const float s = sigmoid(sg[t]);
   acc = __fmaf_rn(s, ds[0], acc);
   if (lane == 0 && static_cast<int>(blockIdx.x) * kWarps + warp < H) {
     float* o = out + static_cast<int64_t>(t) * H + i;
@@ -335,7 +335,7 @@ __global__ void moe_combine_kernel(const float* y, const float* w, const float* 
   if (i >= H) return;
   float acc = 0.0f;
   for (int k = 0; k < K; ++k) acc = __fmaf_rn(w[t * K + k], y[(static_cast<int64_t>(t) * K + k) * H + i], acc);
-  const float s = 1.0f / (1.0f + expf(-sg[t]));
+  const float s = sigmoid(sg[t]);
   out[static_cast<int64_t>(t) * H + i] = __fmaf_rn(s, shared[static_cast<int64_t>(t) * H + i], acc);
 }
 

@@ -2,12 +2,12 @@
 #include "backend/cuda/engine/k_prefill.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_math.cuh"
 
 namespace mere::cuda::k {
 namespace {
 
 constexpr int kMaxConvK = 8;
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 // x_i for i in [-(K-1), T): raw row i, or history row i + K - 1 for i < 0
 __global__ void conv_rows_kernel(const float* state, const float* w, const float* raw, int C, int K, float* out) {

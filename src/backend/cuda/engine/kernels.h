@@ -22,6 +22,21 @@ void rms_norm(cudaStream_t s, const float* x, int64_t xs, const float* w, int64_
 // x[t] += o[t]; y[t] = rmsnorm(x[t]) * w (bitwise add then rms_norm; one launch)   x, o, y: [T, n]
 void add_rms_norm(cudaStream_t s, float* x, const float* o, const float* w, int64_t T, int64_t n, float eps, float* y);
 
+// ---- producers fused with qmatvec's prepare step (qmatvec_prep.cuh) ----
+// Each writes `ws` (qmatvec_workspace_floats(T, width, bits), bits 4 or 8, width % 64 == 0) bitwise
+// as its unfused kernel followed by qmatvec_prepare of its output would, in one launch.
+// x += add (when add is not null); y = rmsnorm(x) * w; ws = prepare(y)      x, add, y: [T, n]
+void rms_norm_prep(cudaStream_t s, float* x, const float* add, const float* w, int64_t T, int64_t n, float eps, float* y,
+                   int bits, float* ws);
+// ws = prepare(silu(g) * u)                       g, u: [T, n] (the product is not stored)
+void swiglu_prep(cudaStream_t s, const float* g, const float* u, int64_t T, int64_t n, int bits, float* ws);
+// ws = prepare(out * sigmoid(gate))               out: [T, nh, hd]; qg: [T, nh, 2, hd] (gate = qg[.., 1, ..])
+void sigmoid_gate_prep(cudaStream_t s, const float* out, const float* qg, int64_t T, int64_t nh, int64_t hd, int bits,
+                       float* ws);
+// y = gated_rms_norm(x, z) (as below, y written); ws = prepare(y) over the width Hv*Dv; Dv % 64 == 0
+void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
+                         int64_t Dv, float eps, float* y, int bits, float* ws);
+
 void add(cudaStream_t s, float* x, const float* y, int64_t n);        // x += y
 void swiglu(cudaStream_t s, float* g, const float* u, int64_t n);     // g = silu(g) * u
 

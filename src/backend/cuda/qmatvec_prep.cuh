@@ -1,0 +1,174 @@
+// Device side of qmatvec's prepare step (the workspace layout is described in qmatvec.h): the code
+// that turns x into the prepared workspace, shared by qmatvec_prepare (qmatvec.cu, qmatvec_tc.cu)
+// and the engine's fused producers (RMSNorm / SwiGLU / attention gate / gated RMSNorm followed by
+// the prepare in one launch, engine/k_prep.cu), so a fused producer writes bitwise the workspace
+// that the producer followed by qmatvec_prepare would.
+//
+// Workspace of T rows of `cols` inputs:
+//   SIMT part  xs: T rows of xs_stride(cols, bits) floats, x prescaled per code slot and stored
+//                  lane-interleaved (float4 unit u of chunk j at ((j/32)*UPC + u)*32 + j%32);
+//              sx: [T, cols/(128/bits)] sums of each 16-byte chunk's x;
+//   4-bit adds, at tc_offset (16-byte aligned), the tensor-core part
+//              frag: [T, cols/64, 8 lane slots, 2 uint4] f16 hi/lo B fragments; gsx: [T, cols/64] {sum, 2^-s}.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cfloat>
+#include <cstdint>
+
+namespace mere::cuda::prep {
+
+// Floats of one row t of the SIMT layout: whole spans of 32 chunks (the last one padded).
+__host__ __device__ inline int64_t xs_stride(int64_t cols, int bits) {
+  const int64_t E = 128 / bits, nchunk = cols / E;
+  return (nchunk + 31) / 32 * 32 * E;
+}
+__host__ __device__ inline int64_t simt_floats(int64_t T, int64_t cols, int bits) {
+  return T * xs_stride(cols, bits) + T * (cols * bits / 128);
+}
+__host__ __device__ inline int64_t tc_offset(int64_t T, int64_t cols) { return (simt_floats(T, cols, 4) + 3) / 4 * 4; }
+
+// Pointers into a workspace prepared for T rows of `cols` inputs at `bits` (frag/gsx: 4-bit only).
+struct Layout {
+  float* xs = nullptr;
+  float* sx = nullptr;
+  uint4* frag = nullptr;
+  float2* gsx = nullptr;
+  int stride = 0, cols = 0;
+};
+__host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int bits) {
+  Layout L;
+  L.xs = ws;
+  L.stride = static_cast<int>(xs_stride(cols, bits));
+  L.sx = ws + T * L.stride;
+  L.cols = static_cast<int>(cols);
+  if (bits == 4) {
+    float* tc = ws + tc_offset(T, cols);
+    L.frag = reinterpret_cast<uint4*>(tc);
+    L.gsx = reinterpret_cast<float2*>(tc + T * (cols / 64) * 64);
+  }
+  return L;
+}
+
+// x prescale of the SIMT layout for a column's code slot inside its word (undoes the 16^p of the
+// SIMT kernel's magic-number dequantisation): 4-bit slots 0..7, 8-bit slots 0..3.
+__device__ __forceinline__ float q4_slot_prescale(int s) {
+  return s == 0 || s == 5 ? 1.0f
+                          : (s == 1 || s == 6 ? 0.0625f
+                                              : (s == 2 || s == 7 ? 0.00390625f
+                                                                  : (s == 3 ? 0.000244140625f : 1.52587890625e-05f)));
+}
+__device__ __forceinline__ float q8_slot_prescale(int s) { return (s & 1) ? 0.00390625f : 1.0f; }
+
+__device__ __forceinline__ uint32_t pack_half2(__half lo, __half hi) {
+  return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
+}
+
+// 4-bit: one lane slot (0..7: slot = 4*lo + quarter q) of the 8 consecutive lanes that prepare
+// group G of row t; v = the 16 columns 16q .. 16q+15 of the group. All 32 lanes of the warp must
+// call it together (shuffles inside 8-lane sets); lanes with valid = false write nothing. Writes the
+// slot's B-fragment words, the group's {sum, 2^-s} (slot 0) and, for slots 0..3, the SIMT layout of
+// its 16 columns and (even q) the 32-column chunk sum.
+__device__ __forceinline__ void q4_emit(const float (&v)[16], int t, int G, int slot, bool valid, const Layout& L) {
+  constexpr uint32_t kFull = 0xffffffffu;
+  const int q = slot & 3;
+  float mx = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fabsf(v[i]));
+  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));  // the group's max |x| (lanes of the same part)
+  int s = 0;
+  if (mx > 0.0f && mx <= FLT_MAX) {
+    const int ex = static_cast<int>((__float_as_uint(mx) >> 23) & 0xFFu) - 126;  // mx in [2^(ex-1), 2^ex)
+    s = min(max(15 - ex, -125), 125);
+  }
+  const float p = __uint_as_float(static_cast<uint32_t>(127 + s) << 23);
+  const float inv = __uint_as_float(static_cast<uint32_t>(127 - s) << 23);
+  // sums of the original x: quarter in column order, chunk = q0+q1 / q2+q3, group = chunk01 + chunk23
+  float qs = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) qs = __fadd_rn(qs, v[i]);
+  const float cs = __fadd_rn(qs, __shfl_xor_sync(kFull, qs, 1));
+  const float gs = __fadd_rn(cs, __shfl_xor_sync(kFull, cs, 2));
+  if (!valid) return;
+
+  const int ng = L.cols >> 6;
+  const size_t tg = static_cast<size_t>(t) * ng + G;
+  const bool lo = slot >= 4;
+  auto part = [&](float z) -> __half {
+    z = __fmul_rn(z, p);
+    const __half h = __float2half_rn(z);
+    return lo ? __float2half_rn(__fsub_rn(z, __half2float(h))) : h;
+  };
+  uint32_t fr[8];
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    fr[2 * ks] = pack_half2(part(v[ks]), part(v[ks + 4]));
+    fr[2 * ks + 1] = pack_half2(part(v[8 + ks]), part(v[12 + ks]));
+  }
+  uint4* fo = L.frag + tg * 16 + slot * 2;
+  fo[0] = make_uint4(fr[0], fr[1], fr[2], fr[3]);
+  fo[1] = make_uint4(fr[4], fr[5], fr[6], fr[7]);
+  if (slot == 0) L.gsx[tg] = make_float2(gs, inv);
+
+  if (!lo) {  // SIMT layout: chunk j = 2G + q/2 (32 columns), float4 units 4*(q&1) .. +3 of it
+    const int j = 2 * G + (q >> 1);
+    float4* xs = reinterpret_cast<float4*>(L.xs + static_cast<size_t>(t) * L.stride) + (j >> 5) * 8 * 32 + (j & 31);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int u = 4 * (q & 1) + i;
+      float4 o;
+      o.x = __fmul_rn(v[4 * i], q4_slot_prescale((4 * u) % 8));
+      o.y = __fmul_rn(v[4 * i + 1], q4_slot_prescale((4 * u + 1) % 8));
+      o.z = __fmul_rn(v[4 * i + 2], q4_slot_prescale((4 * u + 2) % 8));
+      o.w = __fmul_rn(v[4 * i + 3], q4_slot_prescale((4 * u + 3) % 8));
+      xs[u * 32] = o;
+    }
+    if ((q & 1) == 0) L.sx[static_cast<size_t>(t) * (L.cols / 32) + j] = cs;
+  }
+}
+
+// 8-bit (SIMT layout only): chunk j (16 columns) of row t, v = its 16 values in column order.
+__device__ __forceinline__ void q8_emit(const float (&v)[16], int t, int j, const Layout& L) {
+  float4* xs = reinterpret_cast<float4*>(L.xs + static_cast<size_t>(t) * L.stride) + (j >> 5) * 4 * 32 + (j & 31);
+  float s = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 16; e += 4) {
+    s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v[e]), v[e + 1]), v[e + 2]), v[e + 3]);
+    float4 o;
+    o.x = __fmul_rn(v[e], q8_slot_prescale((e + 0) % 4));
+    o.y = __fmul_rn(v[e + 1], q8_slot_prescale((e + 1) % 4));
+    o.z = __fmul_rn(v[e + 2], q8_slot_prescale((e + 2) % 4));
+    o.w = __fmul_rn(v[e + 3], q8_slot_prescale((e + 3) % 4));
+    xs[(e / 4) * 32] = o;
+  }
+  L.sx[static_cast<size_t>(t) * (L.cols / 16) + j] = s;
+}
+
+// Prepares columns [c0, c1) of row t of x (`src(c)` = column c; c0, c1 multiples of 64) with the
+// threads of one block: every thread of the block must call it (4-bit shuffles); loops until all
+// groups / chunks of the range are done. The whole row: c0 = 0, c1 = L.cols.
+template <int BITS, class Src>
+__device__ __forceinline__ void prepare_block(const Src& src, int t, int c0, int c1, const Layout& L) {
+  if constexpr (BITS == 4) {
+    const int nslots = ((c1 - c0) >> 6) * 8;
+    for (int base = 0; base < nslots; base += blockDim.x) {  // block-uniform trip count
+      const int i = base + static_cast<int>(threadIdx.x);
+      const bool valid = i < nslots;  // whole 8-lane sets (blockDim is a multiple of 32)
+      const int G = (c0 >> 6) + (valid ? i >> 3 : 0), slot = i & 7, cb = 64 * G + 16 * (slot & 3);
+      float v[16];
+#pragma unroll
+      for (int e = 0; e < 16; ++e) v[e] = valid ? src(cb + e) : 0.0f;
+      q4_emit(v, t, G, slot, valid, L);
+    }
+  } else {
+    for (int j = (c0 >> 4) + static_cast<int>(threadIdx.x); j < (c1 >> 4); j += blockDim.x) {
+      float v[16];
+#pragma unroll
+      for (int e = 0; e < 16; ++e) v[e] = src(16 * j + e);
+      q8_emit(v, t, j, L);
+    }
+  }
+}
+
+}  // namespace mere::cuda::prep
