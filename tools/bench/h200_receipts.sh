@@ -6,6 +6,7 @@
 # CUDA build of mere.run carried in $B (default build/engine-carry).
 # Usage: REV=<git sha> bash tools/bench/h200_receipts.sh [check] [models...]   (default: all four models)
 # ("check" runs $B/mere_engine_check first; synthetic models also get `mere.run bench` at 512/128.)
+# KEEP_SYNTH=1 leaves the synthetic checkpoints in /tmp/synth-27b and /tmp/synth-35b-a3b for later stages.
 # Writes $OUT/receipts.tar.gz (bench/receipts/h200-<stamp>/: receipts per model, verify-bench JSON) and $OUT/summary.md.
 set -uo pipefail
 OUT=${OUT:-/tmp/mere-receipts-out}
@@ -55,11 +56,12 @@ for m in "${models[@]}"; do
     synth-27b) depths=1,2,3,4,5,6,7 ;;
     *) depths=1,2,3 ;;
   esac
-  "$B/mere.run" model verify-bench --model "$dir" --backend cuda --widths 1,2,4,8,9 --prompt-tokens 512 --passes 16 \
+  vdir=$dir; [ -d "models/$dir" ] && vdir=models/$dir  # the collector resolves bundled names; verify-bench takes a path
+  "$B/mere.run" model verify-bench --model "$vdir" --backend cuda --widths 1,2,4,8,9 --prompt-tokens 512 --passes 16 \
     --reps 5 --parity-depths $depths --parity-tokens 64 --json --quiet >"$R/verify-bench-$m.json" 2>"$R/verify-bench-$m.err"
   echo "[receipts] verify-bench $m: exit $? (1 = a row or a parity run differs)"
   echo "[receipts] $m done in $((SECONDS - t0)) s"
-  [ -n "$geo" ] && rm -rf "$dir"
+  [ -n "$geo" ] && [ -z "${KEEP_SYNTH-}" ] && rm -rf "$dir"
   # after every model, so a call cut off at its time limit still returns what finished
   tar -C /tmp/receipts -czf "$OUT/receipts.tar.gz" "h200-$STAMP"
 done
