@@ -217,10 +217,16 @@ void ref_linear_parallel(const Matrix& W, const float* x, int64_t T, float* y) {
 const QMatvecConfig kTcConfigs[] = {{16, 1, 4, 8}, {32, 1, 4, 8}, {32, 1, 4, 6},
                                     {32, 2, 4, 0}, {16, 4, 2, 0}, {16, 2, 4, 0}};
 const QMatvecConfig kSimtConfigs[] = {{4, 2}, {4, 4}, {2, 4}, {8, 1}, {2, 2}, {4, 1}};
+// integer kernel {rows a batch, chunks in flight}; kIntConfigs[0] is the default for every T;
+// unavailable (shape, T) pairs are skipped
+const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0, 0, 1},
+                                     {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1}};
 QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
 std::string cfg_name(const QMatvecConfig& c) {
   char b[64];
-  if (c.stages > 0)
+  if (c.integer)
+    std::snprintf(b, sizeof(b), "R=%d U=%d", c.rows_per_warp, c.unroll);
+  else if (c.stages > 0)
     std::snprintf(b, sizeof(b), "R=%d S=%d", c.rows_per_warp / 16, c.stages);
   else if (c.rows_per_warp >= 16)
     std::snprintf(b, sizeof(b), "W=%d R=%d U=%d", c.warps, c.rows_per_warp / 16, c.unroll);
@@ -307,6 +313,23 @@ void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, 
   record_bool(std::string(tag) + " batch invariance T=1..9 bitwise", bad == 0,
               bad == 0 ? "all rows equal" : std::to_string(bad) + " mismatches, first " + first);
   if (bits != 4) return;
+  // the integer kernel (the 4-bit default): every compiled shape and T gives bitwise the 1-row results
+  {
+    std::vector<std::vector<float>> y1i(TM);
+    for (int64_t t = 0; t < TM; ++t) y1i[t] = run(1, dx.as<float>() + t * cols, kIntConfigs[0]);
+    int64_t badi = 0;
+    int calls = 0;
+    std::string firsti;
+    for (int T = 1; T <= TM; ++T)
+      for (const auto& c : kIntConfigs)
+        if (qmatvec_config_available(bits, T, c)) {
+          ++calls;
+          badi += mismatches(run(T, dx.as<float>(), c), T, y1i, &firsti);
+        }
+    record_bool(std::string(tag) + " integer: all launch shapes x T=1..9 bitwise", badi == 0,
+                std::to_string(calls) + " calls, " + std::to_string(badi) + " mismatches" +
+                    (badi ? ", first " + firsti : std::string()));
+  }
   // each 4-bit kernel family on its own (whichever is the default): every launch shape and every T
   // gives bitwise its 1-row results. Tensor cores: both pipelines, T = 1..9, vs the first shape's
   // 1-row calls; SIMT: T = 2..9 of its default shapes and all shapes at T = 1, 2.
@@ -358,7 +381,30 @@ void check_qmatvec_multi(CudaDevice& dev, int bits, uint64_t seed) {
       single[i] = from_device<float>(dev, dy[i], static_cast<size_t>(T * heights[i]));
     }
     for (size_t j = 0; j < single[3].size(); ++j) single[3][j] = y0[j] + single[3][j];  // the accumulated one
-    for (const auto& c : kSimtConfigs) {
+    std::vector<QMatvecConfig> cfgs(std::begin(kSimtConfigs), std::end(kSimtConfigs));
+    if (bits == 4) {  // the integer kernel against its own single-matrix calls
+      std::vector<std::vector<float>> si(4);
+      for (int i = 0; i < 4; ++i) {
+        poison(dev, dy[i]);
+        qmatvec(dev, dq[i].view, ws.as<float>(), T, dy[i].as<float>(), kIntConfigs[0]);
+        si[i] = from_device<float>(dev, dy[i], static_cast<size_t>(T * heights[i]));
+      }
+      for (size_t j = 0; j < si[3].size(); ++j) si[3][j] = y0[j] + si[3][j];
+      for (const auto& c : kIntConfigs) {
+        if (!qmatvec_config_available(bits, T, c)) continue;
+        ++calls;
+        for (int i = 0; i < 3; ++i) poison(dev, dy[i]);
+        MERE_CUDA_CHECK(cudaMemcpy(dy[3].get(), y0.data(), static_cast<size_t>(T * heights[3]) * 4, cudaMemcpyHostToDevice));
+        QMatvecOut outs[4];
+        for (int i = 0; i < 4; ++i) outs[i] = QMatvecOut{dq[i].view, dy[i].as<float>(), i == 3};
+        qmatvec_multi(dev, outs, 4, ws.as<float>(), T, c);
+        for (int i = 0; i < 4; ++i) {
+          const auto got = from_device<float>(dev, dy[i], static_cast<size_t>(T * heights[i]));
+          bad += std::memcmp(got.data(), si[i].data(), got.size() * 4) != 0;
+        }
+      }
+    }
+    for (const auto& c : cfgs) {
       if (!qmatvec_config_available(bits, T, c)) continue;
       ++calls;
       for (int i = 0; i < 3; ++i) poison(dev, dy[i]);
@@ -372,7 +418,7 @@ void check_qmatvec_multi(CudaDevice& dev, int bits, uint64_t seed) {
       }
     }
   }
-  record_bool("q" + std::to_string(bits) + "matvec_multi 4 matrices (one accumulating) vs single calls, T=1..9 x SIMT shapes bitwise",
+  record_bool("q" + std::to_string(bits) + "matvec_multi 4 matrices (one accumulating) vs single calls, T=1..9 x SIMT (+ integer) shapes bitwise",
               bad == 0, std::to_string(calls) + " launches, " + std::to_string(bad) + " matrices differ");
 }
 
@@ -705,7 +751,7 @@ void bench_qmatvec(CudaDevice& dev) {
     dev.upload(x.get(), hx.data(), hx.size() * 4);
   }
   auto same = [](const QMatvecConfig& a, const QMatvecConfig& b) {
-    if (a.rows_per_warp != b.rows_per_warp || a.stages != b.stages) return false;
+    if (a.integer != b.integer || a.rows_per_warp != b.rows_per_warp || a.stages != b.stages) return false;
     return a.stages > 0 || (a.unroll == b.unroll && (a.rows_per_warp < 16 || a.warps == b.warps));
   };
   for (const auto& s : shapes) {
@@ -727,7 +773,7 @@ void bench_qmatvec(CudaDevice& dev) {
                       static_cast<long long>(s.cols), T, cfg_name(c).c_str(), label);
         std::ostringstream ex;
         ex << ",\"shape\":\"" << s.what << "\",\"bits\":" << bits << ",\"T\":" << T << ",\"kernel\":\""
-           << (kernel[0] ? "tc" : "simt") << "\",\"rows_per_warp\":" << c.rows_per_warp << ",\"unroll\":" << c.unroll
+           << (kernel[0] ? kernel : "simt") << "\",\"rows_per_warp\":" << c.rows_per_warp << ",\"unroll\":" << c.unroll
            << ",\"warps\":" << c.warps << ",\"stages\":" << c.stages << ",\"weight_copies\":" << nb
            << ",\"default_config\":" << (label[0] ? "false" : "true") << ",\"tc_auto\":" << (std::string(label) == " (auto)" ? "true" : "false")
            << ",\"graph_pct_of_copy_bw\":" << jnum(g_copy_gbs > 0 && g > 0 ? 100.0 * bytes / (g * 1e-6) / 1e9 / g_copy_gbs : 0);
@@ -740,22 +786,45 @@ void bench_qmatvec(CudaDevice& dev) {
         for (int T : {1, 9}) bench_one(T, qmatvec_default_config(bits, T, s.rows), "", "");
         continue;
       }
-      // SIMT: the T = 1 sweep on every shape, T = 2..9 at [17408,5120]
-      for (const auto& c : kSimtConfigs)
-        if (qmatvec_config_available(bits, 1, c)) bench_one(1, c, label_of(1, c, QMatvecConfig{}), "");
-      if (s.rows == 17408)
-        for (int T : {2, 3, 4, 6, 9}) bench_one(T, simt_config(T), label_of(T, simt_config(T), QMatvecConfig{}), "");
-      // tensor cores: every launch shape at T = 1 (all T at [17408,5120]); the auto pick at T = 1..9
-      // on the 27B projections, T = 1 and 9 elsewhere
-      const int maxT = big27 ? kMaxSkinnyRows : 1;
-      for (int T = 1; T <= kMaxSkinnyRows; ++T) {
-        if (T > maxT && T != 9) continue;
-        const QMatvecConfig tauto = qmatvec_tc_config(T, s.rows);
-        bench_one(T, tauto, label_of(T, tauto, tauto), "tc");
-        if (T == 1 || s.rows == 17408)
-          for (const auto& c : kTcConfigs)
-            if (!same(c, tauto) && qmatvec_config_available(bits, T, c)) bench_one(T, c, label_of(T, c, tauto), "tc");
+      // integer (the default): every shape at T = 1 and the defaults at T = 1..9 on the 27B
+      // projections (T = 1, 9 elsewhere); the multi-matrix launch of gate+up as the engine runs it
+      for (const auto& c : kIntConfigs)
+        if (qmatvec_config_available(bits, 1, c)) bench_one(1, c, label_of(1, c, QMatvecConfig{}), "int");
+      for (int T = 2; T <= kMaxSkinnyRows; ++T) {
+        if (!big27 && T != 9) continue;
+        bench_one(T, kIntConfigs[0], label_of(T, kIntConfigs[0], QMatvecConfig{}), "int");
+        if (s.rows == 17408)
+          for (int i = 1; i < 5; ++i)
+            if (qmatvec_config_available(bits, T, kIntConfigs[i])) bench_one(T, kIntConfigs[i], " (sweep)", "int");
       }
+      if (s.rows == 17408) {
+        for (int T : {1, 2, 4, 8, 9}) {
+          const QMatvecConfig c = kIntConfigs[0];
+          qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
+          auto fn = [&](int i) {
+            const QMatvecOut outs[2] = {{bank.views[(2 * i) % nb], y.as<float>(), false},
+                                        {bank.views[(2 * i + 1) % nb], y.as<float>() + T * s.rows, false}};
+            qmatvec_multi(dev, outs, 2, ws.as<float>(), T, c);
+          };
+          const double bytes = 2 * bytes_w + 4.0 * T * s.cols * 1.03 + 8.0 * T * s.rows;
+          const double g = time_graph(dev, std::min(nb, 128), fn);
+          std::ostringstream ex;
+          ex << ",\"shape\":\"27B gate+up (one launch)\",\"bits\":4,\"T\":" << T << ",\"kernel\":\"int\""
+             << ",\"graph_pct_of_copy_bw\":" << jnum(g_copy_gbs > 0 && g > 0 ? 100.0 * bytes / (g * 1e-6) / 1e9 / g_copy_gbs : 0);
+          add_bench("q4int multi 2x[17408,5120] T=" + std::to_string(T) + " " + cfg_name(c), bytes, 4.0 * T * s.rows * s.cols,
+                    time_launches(dev, 5, 30, fn), g, ex.str());
+        }
+      }
+      // SIMT (MERE_CUDA_QMATVEC=simt): T = 1 default shape everywhere, T = 2..9 at [17408,5120]
+      bench_one(1, s.rows >= 8192 ? QMatvecConfig{8, 1} : QMatvecConfig{2, 2}, " (simt)", "");  // its T = 1 default
+      if (s.rows == 17408)
+        for (int T : {2, 4, 9}) bench_one(T, simt_config(T), " (simt)", "");
+      // tensor cores (MERE_CUDA_QMATVEC=tc): the auto pick at T = 1 and 9 on the 27B projections
+      if (big27)
+        for (int T : {1, 8, 9}) {
+          const QMatvecConfig tauto = qmatvec_tc_config(T, s.rows);
+          bench_one(T, tauto, " (auto)", "tc");
+        }
       if (s.rows == 17408 && bits == 4) {  // prepare + matvec, as a caller without a fused producer sees it
         for (int T : {1, 9}) {
           auto fn = [&](int i) { qlinear(dev, bank.views[i % nb], x.as<float>(), T, ws.as<float>(), y.as<float>()); };

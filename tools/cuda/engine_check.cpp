@@ -8,7 +8,7 @@
 //     divergence is reported. Also: prompts of 16..58 tokens (tensor-core prefill) greedy vs the
 //     CPU; the foundation-bound logits checks (2, 3) run with MERE_CUDA_PREFILL=exact, and the
 //     default tensor-core prefill's logits are bound by NMSE <= 1e-4 and argmax on every row.
-//  4. MERE_CUDA_ATTN=gqa (the GQA-aware decode attention) vs the default split kernel on the bundled
+//  4. MERE_CUDA_ATTN=gqa (the GQA-aware decode attention, the default) vs the split kernel on the bundled
 //     models: token-by-token decode logits (64-token prompt; 32 steps after a 1,200-token prefill, so
 //     spans hold several tiles) NMSE <= 1e-10 and argmax equal, greedy 64 tokens (plain and MTP)
 //     equal, batch-width invariance under gqa.
@@ -297,9 +297,9 @@ class ScopedEnv {
   std::string old_;
 };
 
-// MERE_CUDA_ATTN=gqa vs the default split attention kernel. The engine reads MERE_CUDA_ATTN once,
-// when it is constructed (at Qwen35Model::load), so the model is loaded twice: once with the
-// variable unset (default kernel) and once with MERE_CUDA_ATTN=gqa set around the load; both
+// MERE_CUDA_ATTN=gqa (the default where supported) vs the split attention kernel. The engine reads
+// MERE_CUDA_ATTN once, when it is constructed (at Qwen35Model::load), so the model is loaded twice:
+// once with MERE_CUDA_ATTN=split and once with MERE_CUDA_ATTN=gqa set around the load; both
 // engines then live side by side. Decode logits (token by token, T = 1 passes) must agree within
 // NMSE <= 1e-10 with argmax equal on every row (fp32 in both; only the summation order differs),
 // at a short context (the 64-token prompt: one tile a span) and after a 1,200-token prefill (spans
@@ -307,12 +307,12 @@ class ScopedEnv {
 // (plain, and with MTP: the MTP head's attention goes through the same switch); the batch-width
 // invariance contract holds under gqa. Bitwise-equal logits everywhere would mean the switch did not
 // take (different summation orders cannot agree on every bit of 96 x 8,192 logits): reported as a
-// failure (drop that clause if gqa becomes the default).
+// failure.
 void attn_gqa(const std::string& root, const std::string& name) {
   const std::string dir = root + "/models/" + name;
   std::unique_ptr<Qwen35Model> base, gqa;
   {
-    ScopedEnv e("MERE_CUDA_ATTN", nullptr);
+    ScopedEnv e("MERE_CUDA_ATTN", "split");
     base = Qwen35Model::load(dir, "cuda");
   }
   {
@@ -339,7 +339,7 @@ void attn_gqa(const std::string& root, const std::string& name) {
     char buf[256];
     std::snprintf(buf, sizeof buf, "nmse %.3g (bound 1e-10), argmax %lld/%lld, bitwise-equal rows %lld%s", d.nmse,
                   (long long)d.argmax_agree, (long long)rows, (long long)d.bitwise_rows, d.finite ? "" : ", NON-FINITE");
-    report(d.finite && d.nmse <= 1e-10 && d.argmax_agree == rows, name + " MERE_CUDA_ATTN=gqa vs default: " + what, buf);
+    report(d.finite && d.nmse <= 1e-10 && d.argmax_agree == rows, name + " MERE_CUDA_ATTN=gqa vs split: " + what, buf);
   };
   close(decode_logits(*gqa, ids, 0), decode_logits(*base, ids, 0), "64-token decode logits");
   {
@@ -354,7 +354,7 @@ void attn_gqa(const std::string& root, const std::string& name) {
     const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 8);
     const bool plain = generate(*gqa, prompt, 64, false) == generate(*base, prompt, 64, false);
     const bool mtp = !base->has_mtp() || generate(*gqa, prompt, 64, true) == generate(*base, prompt, 64, true);
-    report(plain && mtp, name + " MERE_CUDA_ATTN=gqa vs default: greedy 64 tokens equal",
+    report(plain && mtp, name + " MERE_CUDA_ATTN=gqa vs split: greedy 64 tokens equal",
            std::string("plain ") + (plain ? "equal" : "DIFFER") +
                (base->has_mtp() ? std::string(", MTP ") + (mtp ? "equal" : "DIFFER") : std::string()));
   }

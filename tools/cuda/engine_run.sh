@@ -3,9 +3,10 @@
 #   check    build/engine-carry/mere_engine_check: goldens, MTP fixtures, CUDA vs CPU parity
 #   b27      synth the Qwen3.5-27B geometry (4-bit g64) into /tmp, `mere.run bench --backend cuda`
 #            (graph on and off), ncu per-kernel times of one 1-token forward, GPU memory peak
+#   b27tc    b27's bench with the tensor-core matvec (MERE_CUDA_QMATVEC=tc), no ncu / no-graph runs
 #   b35      the same for the 35B-A3B geometry
 #   kcheck   $B/mere_cuda_check (kernel checks + matvec benchmarks), pcheck: $B/mere_prefill_check
-#   vb27     model verify-bench at the 27B geometry with the SIMT and the tensor-core matvec
+#   vb27     model verify-bench at the 27B geometry with the integer (default) and the tensor-core matvec
 #   b27long  27B geometry, decode at context depths 0 and 8,192 (512-token prompt, 64 generated), with
 #            the default split attention and with MERE_CUDA_ATTN=gqa: tok/s at both depths and the
 #            ratio depth 8192 / depth 0 (issue criterion: >= 0.9)
@@ -23,6 +24,7 @@ P=${PROMPT:-64}
 G=${GEN:-128}
 bench() {  # name geometry
   local name=$1 geo=$2 dir=/tmp/synth-$1 tag=${TAG:-v1}
+  [ "$name" = 27b ] && dir=$D27
   local t0=$SECONDS
   [ -d "$dir" ] || $B/mere.run model synth --geometry "$geo" --bits 4 --group-size 64 --out "$dir" --quiet || return 1
   echo "[engine_run] synth $geo: $((SECONDS - t0)) s"
@@ -56,8 +58,12 @@ PY
     echo "[engine_run] ncu $name: $((SECONDS - t0)) s"
     python3 tools/cuda/ncu_summary.py "$OUT/ncu-$name.csv" | tee "$OUT/ncu-$name-summary.txt"
   fi
-  rm -rf "$dir"
+  [ "$name" = 27b ] || rm -rf "$dir"
 }
+# every 27B stage shares one synthetic checkpoint, made on first use and removed at the end
+D27=/tmp/synth-27b
+synth27() { [ -d $D27 ] || $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet; }
+trap 'rm -rf $D27' EXIT
 for stage in "$@"; do
   case $stage in
     check) $B/mere_engine_check . 2>&1 | tee "$OUT/engine_check.log" ;;
@@ -66,11 +72,12 @@ for stage in "$@"; do
     pcheck) $B/mere_prefill_check --json "$OUT/prefill_check.json" >"$OUT/prefill_check.log" 2>&1
       echo "[engine_run] mere_prefill_check exit $?"; grep -E "FAIL|checks|failed" "$OUT/prefill_check.log" | tail -8 ;;
     b27) bench 27b qwen3.5-27b 2>&1 | tee "$OUT/bench-27b.log" ;;
+    b27tc) MERE_CUDA_QMATVEC=tc TAG=${TAG:-v1}-tc NCU= NOGRAPH= bench 27b qwen3.5-27b 2>&1 | tee "$OUT/bench-27b-tc.log" ;;
     b35) bench 35b qwen3.5-35b-a3b 2>&1 | tee "$OUT/bench-35b.log" ;;
     vb27)  # issue 7: oracle-fed verification by width at the 27B geometry, SIMT vs tensor-core matvec
-      [ -d /tmp/synth-vb27 ] || $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-vb27 --quiet
-      for mv in simt tc; do
-        MERE_CUDA_QMATVEC=$mv $B/mere.run model verify-bench --model /tmp/synth-vb27 --backend cuda --widths 1,2,4,8,9 \
+      synth27
+      for mv in ${MVS:-int tc}; do
+        MERE_CUDA_QMATVEC=$mv $B/mere.run model verify-bench --model $D27 --backend cuda --widths 1,2,4,8,9 \
           --prompt-tokens 128 --passes 8 --reps 3 --json --quiet >"$OUT/verify-27b-$mv.json" 2>"/tmp/verify-27b-$mv.err" ||
           cat "/tmp/verify-27b-$mv.err"
         python3 - "$OUT/verify-27b-$mv.json" "$mv" <<'PY'
@@ -79,11 +86,10 @@ d = json.load(open(sys.argv[1]))
 print(sys.argv[2], "head/target %.3f;" % d["head_cost_ratio"],
       " ".join("w%d %.1f tok/s (x%.2f)" % (w["width"], w["tokens_per_s"]["median"], w["speedup_vs_width1"]) for w in d["widths"]))
 PY
-      done
-      rm -rf /tmp/synth-vb27 ;;
+      done ;;
     b27long)  # long-context decode: default split attention vs MERE_CUDA_ATTN=gqa (k_attn.cu)
-      d=/tmp/synth-27long
-      [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $d --quiet
+      d=$D27
+      synth27
       for attn in split gqa; do  # MERE_CUDA_ATTN=split: anything but gqa is the default kernel
         t0=$SECONDS
         MERE_CUDA_ATTN=$attn $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 64 \
@@ -98,8 +104,7 @@ a, b = r[0]["median"], r[8192]["median"]
 print("attention %s: decode depth 0 %.1f tok/s [%.1f-%.1f], depth 8192 %.1f tok/s [%.1f-%.1f], ratio %.3f (issue: >= 0.9)" % (
     sys.argv[2], a, r[0]["min"], r[0]["max"], b, r[8192]["min"], r[8192]["max"], b / a))
 PY
-      done 2>&1 | tee "$OUT/bench-27b-long.log"
-      rm -rf $d ;;
+      done 2>&1 | tee "$OUT/bench-27b-long.log" ;;
     fab27 | fab35)  # fused decode vs MERE_CUDA_FUSE=0 (engine_forward.cpp decoder_layer)
       geo=qwen3.5-27b; [ $stage = fab35 ] && geo=qwen3.5-35b-a3b
       d=/tmp/synth-$stage

@@ -1,6 +1,6 @@
 // Affine 4/8-bit group-64 matrix x skinny-rows kernels (see qmatvec.h for the exact contracts).
-// 4-bit runs on the tensor cores by default (qmatvec_tc.cu); this file holds the SIMT kernel (8-bit,
-// and the 4-bit fallback) and the dispatch. SIMT: a warp owns R rows; lane l streams 16-byte code chunks j = l, l+32, ... of each, U chunks in
+// 4-bit runs on the integer kernel by default (qmatvec_int.cu; tensor cores: qmatvec_tc.cu); this
+// file holds the SIMT kernel (8-bit, and 4-bit with MERE_CUDA_QMATVEC=simt) and the dispatch. SIMT: a warp owns R rows; lane l streams 16-byte code chunks j = l, l+32, ... of each, U chunks in
 // flight, reusing the x slice it loads for all R rows. Codes become floats without conversions:
 // (code bits | 0x4B000000) - 2^23 = q * 16^p exactly, and x was prescaled by 16^-p (prepare step).
 // The prepared x is stored lane-interleaved ([span of 32 chunks][float4 unit][lane]) so that each
@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec_int.h"
 #include "backend/cuda/qmatvec_prep.cuh"
 #include "backend/cuda/qmatvec_tc.h"
 
@@ -276,7 +277,8 @@ void check_shape(const char* where, int bits, int64_t T, int64_t cols) {
 using prep::simt_floats;
 using prep::tc_offset;
 
-bool is_tc(int bits, const QMatvecConfig& c) { return bits == 4 && c.rows_per_warp >= 16; }
+bool is_tc(int bits, const QMatvecConfig& c) { return bits == 4 && c.integer == 0 && c.rows_per_warp >= 16; }
+bool is_int(int bits, const QMatvecConfig& c) { return bits == 4 && c.integer != 0; }
 
 int current_sm_count() {
   int dev = 0, sms = 0;
@@ -285,22 +287,25 @@ int current_sm_count() {
   return sms;
 }
 
-// 4-bit default kernel. The tensor-core kernels are correct (H200 run v4a) but the measured one
-// (register pipeline) is slower than SIMT at T = 1, and the shared-memory pipeline has not run on a
-// GPU yet (docs/cuda-kernels.md §1 "v4"), so SIMT stays the default. MERE_CUDA_QMATVEC=tc selects
-// the tensor cores for the whole process (read once: one kernel for every T keeps batch-width
-// invariance). Flip kTensorCoreDefault once the pipeline is measured faster at T = 1.
-constexpr bool kTensorCoreDefault = false;
-bool tensor_core_default() {
-  static const bool v = [] {
+// 4-bit default kernel, read once for the whole process (one kernel for every T keeps batch-width
+// invariance): the integer kernel; MERE_CUDA_QMATVEC=simt the fp32 SIMT kernel, =tc the tensor-core
+// one (both slower at T = 1 on the H200: docs/cuda-kernels.md §1). Any other value is an error.
+enum class Q4Kernel { Integer, Simt, TensorCore };
+Q4Kernel q4_kernel() {
+  static const Q4Kernel v = [] {
     const char* e = std::getenv("MERE_CUDA_QMATVEC");
-    if (e == nullptr) return kTensorCoreDefault;
-    return std::string_view(e) == "tc";
+    if (e == nullptr || *e == 0 || std::string_view(e) == "int") return Q4Kernel::Integer;
+    if (std::string_view(e) == "simt") return Q4Kernel::Simt;
+    if (std::string_view(e) == "tc") return Q4Kernel::TensorCore;
+    MERE_CHECK(false, "MERE_CUDA_QMATVEC", "expected int, simt or tc, got '", e, "'");
+    return Q4Kernel::Integer;
   }();
   return v;
 }
+bool tensor_core_default() { return q4_kernel() == Q4Kernel::TensorCore; }
 
 QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
+  if (bits == 4 && q4_kernel() == Q4Kernel::Integer) return detail::q4int_default(T);
   if (bits == 4 && tensor_core_default()) return detail::q4tc_default(T, rows, sms);
   // SIMT, H200 sweep (v2): 4-bit T = 1: 8 rows a warp when there are enough rows to fill the chip
   // (>= 8192: 1024+ warps), else 2 rows a warp with 2 chunks in flight (more warps)
@@ -311,7 +316,7 @@ QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
 }  // namespace
 
 int64_t qmatvec_workspace_floats(int64_t T, int64_t cols, int bits) {
-  if (bits == 4) return tc_offset(T, cols) + detail::q4tc_floats(T, cols);
+  if (bits == 4) return prep::q4_floats(T, cols);
   return simt_floats(T, cols, bits);
 }
 
@@ -327,6 +332,7 @@ QMatvecConfig qmatvec_tc_config(int64_t T, int64_t rows) {
 
 bool qmatvec_config_available(int bits, int64_t T, QMatvecConfig cfg) {
   if (cfg.rows_per_warp == 0 || cfg.unroll == 0) return T >= 1 && T <= kMaxSkinnyRows;
+  if (is_int(bits, cfg)) return detail::q4int_available(T, cfg);
   if (is_tc(bits, cfg)) return detail::q4tc_available(T, cfg);
   return find_variant(bits, T, cfg.rows_per_warp, cfg.unroll) != nullptr;
 }
@@ -364,6 +370,10 @@ void qmatvec_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const float* 
   }
   if (cfg.rows_per_warp == 0 || cfg.unroll == 0) cfg = default_config(bits, T, total_rows, dev.sm_count());
   DeviceGuard guard(dev.ordinal());
+  if (is_int(bits, cfg)) {
+    detail::q4int_launch(dev.stream(), outs, n, ws, T, cols, cfg, dev.sm_count());
+    return;
+  }
   if (is_tc(bits, cfg)) {
     for (int i = 0; i < n; ++i) {
       MERE_CHECK(!outs[i].accumulate, "qmatvec", "accumulating into y needs the SIMT kernel (tensor cores selected)");

@@ -6,8 +6,18 @@
 // a T-row call is bitwise the 1-row call, and every launch shape of a kernel gives bitwise the same
 // result (cuda_check tests both for every shape).
 //
-// 4-bit, tensor cores (selected by a tensor-core QMatvecConfig or MERE_CUDA_QMATVEC=tc; not yet the
-// default, docs/cuda-kernels.md §1 "v4"): for row r, token t, group G of 64
+// 4-bit, integer (the default; MERE_CUDA_QMATVEC=simt or =tc select the others for the whole
+// process; docs/cuda-kernels.md §1 "v6"): for row r, token t, chunk j of 32 columns (group g = j/2),
+// with e = e(t, j) the exponent that puts the chunk's max |x| in [2^20, 2^21) and X = rint(x * 2^e):
+//     V   = sum over the chunk's columns c of q[r,c] * X[t,c]                    (exact, int32)
+//     qx  = fl(V) * 2^-e                      (NaN if the chunk of x holds a non-finite value)
+//     acc = fma(scale[r,g], qx, fma(bias[r,g], sum_chunk(x[t]), acc))    for lane l < 32, chunks
+//           j = l, l+32, ... in order (fp32); y = butterfly sum of the 32 lane accumulators (xor 16..1)
+//   (sum_chunk as in the SIMT contract). x enters with ~22 significant bits relative to its chunk's
+//   max instead of 24 per element; everything else is the SIMT contract.
+//
+// 4-bit, tensor cores (selected by a tensor-core QMatvecConfig or MERE_CUDA_QMATVEC=tc;
+// docs/cuda-kernels.md §1 "v4"): for row r, token t, group G of 64
 // columns, with s = s(t, G) the power of two that puts the group's max |x| in [2^14, 2^15) and
 // xh = f16(x * 2^s), xl = f16(x * 2^s - xh) (0 for an all-zero group, s = 0 for non-finite x):
 //     h = mma.m16n8k16 f16 -> f32 of the group's 64 codes (exact f16 integers) with xh, as 4 k-steps
@@ -21,7 +31,7 @@
 // result depends only on A and that column of B, so nothing depends on T, the other tokens, the warps
 // a block, the rows a block or the groups in flight.
 //
-// SIMT (8-bit, and 4-bit by default; rows_per_warp 2, 4 or 8): row r of output t is
+// SIMT (8-bit, and 4-bit with MERE_CUDA_QMATVEC=simt; rows_per_warp 2, 4 or 8): row r of output t is
 //   for each lane l < 32, chunks j = l, l+32, ... (a chunk = 16 bytes of codes = 128/bits columns):
 //     qx  = sum over the chunk's columns c, in order, of fma(q[r,c], x[t,c], qx)       (fp32)
 //     acc = fma(scale[r,g], qx, fma(bias[r,g], sum_chunk(x[t]), acc))                  (g = c/64)
@@ -63,6 +73,7 @@ struct QMatvecConfig {
   int unroll = 0;
   int warps = 0;   // tensor cores, register pipeline
   int stages = 0;  // tensor cores, shared-memory pipeline
+  int integer = 0;  // 4-bit integer kernel (rows_per_warp 2, 4 or 8 rows a batch; unroll chunks in flight)
 };
 
 // Floats of workspace qmatvec needs for T rows of `cols` inputs: prescaled x, lane-interleaved
@@ -86,6 +97,8 @@ struct QMatvecOut {
 // (SIMT; tensor cores: one launch each, no accumulate). Every row is bitwise what qmatvec gives it.
 void qmatvec_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T, QMatvecConfig cfg = {});
 // Whether the default kernel for `bits` is the tensor-core one (MERE_CUDA_QMATVEC=tc, 4-bit).
+// (The fused producers of the engine write every layout; only the tensor-core kernel's B fragments
+// are not written by them yet.)
 bool qmatvec_tensor_cores(int bits);
 // Both steps: y[t] = W x[t].
 void qlinear(CudaDevice& dev, const QWeightView& W, const float* x, int64_t T, float* ws, float* y,

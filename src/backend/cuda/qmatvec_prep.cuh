@@ -9,7 +9,9 @@
 //                  lane-interleaved (float4 unit u of chunk j at ((j/32)*UPC + u)*32 + j%32);
 //              sx: [T, cols/(128/bits)] sums of each 16-byte chunk's x;
 //   4-bit adds, at tc_offset (16-byte aligned), the tensor-core part
-//              frag: [T, cols/64, 8 lane slots, 2 uint4] f16 hi/lo B fragments; gsx: [T, cols/64] {sum, 2^-s}.
+//              frag: [T, cols/64, 8 lane slots, 2 uint4] f16 hi/lo B fragments; gsx: [T, cols/64] {sum, 2^-s};
+//   and, at int_offset, the integer part (int_emit): dg: [T, spans, 6 units, 32 lanes] uint4 s8 digits,
+//              dsx: [T, cols/32] {2^-e, sum}.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -27,6 +29,17 @@ __host__ __device__ inline int64_t simt_floats(int64_t T, int64_t cols, int bits
   return T * xs_stride(cols, bits) + T * (cols * bits / 128);
 }
 __host__ __device__ inline int64_t tc_offset(int64_t T, int64_t cols) { return (simt_floats(T, cols, 4) + 3) / 4 * 4; }
+__host__ __device__ inline int64_t tc_floats(int64_t T, int64_t cols) { return T * (cols / 64) * 66; }
+// 4-bit integer layout (qmatvec_int.cu): per (token, chunk of 32 columns) the three base-256 digits
+// of x * 2^e as s8, 6 uint4 units [T][span of 32 chunks][unit][lane], then {2^-e, sum of x} [T][chunk].
+__host__ __device__ inline int64_t int_spans(int64_t cols) { return (cols / 32 + 31) / 32; }
+__host__ __device__ inline int64_t int_offset(int64_t T, int64_t cols) {
+  return (tc_offset(T, cols) + tc_floats(T, cols) + 3) / 4 * 4;
+}
+__host__ __device__ inline int64_t int_floats(int64_t T, int64_t cols) {
+  return T * int_spans(cols) * 6 * 32 * 4 + T * (cols / 32) * 2;
+}
+__host__ __device__ inline int64_t q4_floats(int64_t T, int64_t cols) { return int_offset(T, cols) + int_floats(T, cols); }
 
 // Pointers into a workspace prepared for T rows of `cols` inputs at `bits` (frag/gsx: 4-bit only).
 struct Layout {
@@ -34,7 +47,9 @@ struct Layout {
   float* sx = nullptr;
   uint4* frag = nullptr;
   float2* gsx = nullptr;
-  int stride = 0, cols = 0;
+  uint4* dg = nullptr;    // integer layout: digit units
+  float2* dsx = nullptr;  // integer layout: {2^-e, sum} per chunk
+  int stride = 0, cols = 0, spans = 0;
 };
 __host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int bits) {
   Layout L;
@@ -46,6 +61,10 @@ __host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int
     float* tc = ws + tc_offset(T, cols);
     L.frag = reinterpret_cast<uint4*>(tc);
     L.gsx = reinterpret_cast<float2*>(tc + T * (cols / 64) * 64);
+    float* in = ws + int_offset(T, cols);
+    L.spans = static_cast<int>(int_spans(cols));
+    L.dg = reinterpret_cast<uint4*>(in);
+    L.dsx = reinterpret_cast<float2*>(in + T * int_spans(cols) * 6 * 32 * 4);
   }
   return L;
 }
@@ -62,6 +81,42 @@ __device__ __forceinline__ float q8_slot_prescale(int s) { return (s & 1) ? 0.00
 
 __device__ __forceinline__ uint32_t pack_half2(__half lo, __half hi) {
   return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
+}
+
+// Integer layout of one half (h = 0: columns 0..15, 1: 16..31) of chunk j of row t: x * 2^e rounded
+// to an integer X (|X| <= 2^21; e from the chunk's max |x|, which lands in [2^20, 2^21)), split into
+// balanced base-256 digits X = d0 + 256 d1 + 65536 d2 (d0, d1 in [-128, 127], |d2| <= 33), packed as
+// s8 to match the nibble order of a code word: word k (columns 8k..8k+7) has its even columns in the
+// low nibbles and its odd columns in the high nibbles, so unit 2d is {digit d of columns 8k, 8k+2,
+// 8k+4, 8k+6}_k=0..3 and unit 2d+1 the odd columns. {2^-e, sum} goes with h = 0; a chunk holding a
+// non-finite value gets 2^-e = NaN, so its products are NaN (the integer digits would lose it).
+__device__ __forceinline__ void int_emit(const float (&v)[16], float cmax, float csum, int t, int j, int h,
+                                         const Layout& L) {
+  const bool finite = cmax <= FLT_MAX && fabsf(csum) <= FLT_MAX;
+  int e = 0;
+  if (finite && cmax > 0.0f) {
+    const int ex = static_cast<int>((__float_as_uint(cmax) >> 23) & 0xFFu) - 126;  // cmax in [2^(ex-1), 2^ex)
+    e = min(max(21 - ex, -125), 125);
+  }
+  const float p = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+  const float inv = finite ? __uint_as_float(static_cast<uint32_t>(127 - e) << 23) : __int_as_float(0x7fc00000);
+  uint32_t w[6][2] = {};  // [unit][word k - 2h]
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int X = finite ? __float2int_rn(__fmul_rn(v[i], p)) : 0;
+    const int d0 = static_cast<int8_t>(X & 0xFF);
+    const int x1 = (X - d0) >> 8;
+    const int d1 = static_cast<int8_t>(x1 & 0xFF);
+    const int d2 = (x1 - d1) >> 8;
+    const int kk = i >> 3, col = i & 7, odd = col & 1, byte = col >> 1;
+    w[0 + odd][kk] |= (static_cast<uint32_t>(d0) & 0xFFu) << (8 * byte);
+    w[2 + odd][kk] |= (static_cast<uint32_t>(d1) & 0xFFu) << (8 * byte);
+    w[4 + odd][kk] |= (static_cast<uint32_t>(d2) & 0xFFu) << (8 * byte);
+  }
+  uint2* base = reinterpret_cast<uint2*>(L.dg + ((static_cast<size_t>(t) * L.spans + (j >> 5)) * 6) * 32 + (j & 31)) + h;
+#pragma unroll
+  for (int u = 0; u < 6; ++u) base[u * 32 * 2] = make_uint2(w[u][0], w[u][1]);
+  if (h == 0) L.dsx[static_cast<size_t>(t) * (L.cols / 32) + j] = make_float2(inv, csum);
 }
 
 // 4-bit: one lane slot (0..7: slot = 4*lo + quarter q) of the 8 consecutive lanes that prepare
@@ -90,6 +145,11 @@ __device__ __forceinline__ void q4_emit(const float (&v)[16], int t, int G, int 
   for (int i = 0; i < 16; ++i) qs = __fadd_rn(qs, v[i]);
   const float cs = __fadd_rn(qs, __shfl_xor_sync(kFull, qs, 1));
   const float gs = __fadd_rn(cs, __shfl_xor_sync(kFull, cs, 2));
+  float m16 = 0.0f;  // this lane's max |x|, NaN-propagating (fmaxf drops NaN)
+#pragma unroll
+  for (int i = 0; i < 16; ++i) m16 = fabsf(v[i]) > m16 || v[i] != v[i] ? fabsf(v[i]) : m16;
+  const float m32o = __shfl_xor_sync(kFull, m16, 1);
+  const float cmax = m32o > m16 || m32o != m32o ? m32o : m16;  // the 32-column chunk's max |x| (or NaN)
   if (!valid) return;
 
   const int ng = L.cols >> 6;
@@ -125,6 +185,7 @@ __device__ __forceinline__ void q4_emit(const float (&v)[16], int t, int G, int 
       xs[u * 32] = o;
     }
     if ((q & 1) == 0) L.sx[static_cast<size_t>(t) * (L.cols / 32) + j] = cs;
+    int_emit(v, cmax, cs, t, j, q & 1, L);
   }
 }
 

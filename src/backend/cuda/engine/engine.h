@@ -119,7 +119,7 @@ class CudaEngine final : public DeviceEngine {
   bool attn_gqa_ = false;
   // MERE_CUDA_FUSE (default on; 0 off; always off with the tensor-core matvec): producers fused with
   // the matvec's prepare, shared-input projections in one launch, residual adds in the epilogue
-  bool fuse_ = true;  // MERE_CUDA_ATTN=gqa: GQA-aware decode attention (k::attention_gqa), read at load
+  bool fuse_ = true;  // GQA-aware decode attention (k::attention_gqa; default where supported, MERE_CUDA_ATTN=split: off), read at load
 
   // scratch of one pass
   DeviceBuffer scratch_;

@@ -421,6 +421,10 @@ void attention(cudaStream_t s, const float* q, const float* kc, const float* vc,
   MERE_CUDA_CHECK_LAUNCH("attn_combine_kernel");
 }
 
+bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd) {
+  return nkv >= 1 && nh % nkv == 0 && nh / nkv <= kGqaMaxG && (hd == 64 || hd == 128 || hd == kGqaMaxHd);
+}
+
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
                    int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out) {
   MERE_CHECK(nkv >= 1 && nh % nkv == 0 && nh / nkv <= kGqaMaxG, "cuda attention (MERE_CUDA_ATTN=gqa)",

@@ -79,7 +79,9 @@ void attention(cudaStream_t s, const float* q, const float* kc, const float* vc,
 // The same contract and result layout (same ws, same spans, same merge), GQA-aware: a block per
 // (KV head, span, row) scores and accumulates all nh/nkv (<= 8) query heads of that KV head, so K
 // and V are read once per KV head instead of once per query head; coalesced K and V rows.
-// head_dim 64, 128 or 256. Selected by MERE_CUDA_ATTN=gqa (CudaEngine::attention_block).
+// head_dim 64, 128 or 256. The engine's default where supported (MERE_CUDA_ATTN=split: the split kernel).
+// Whether attention_gqa takes these heads (the engine's default decode attention where it does).
+bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd);
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
                    int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
 // out[t, h, :] *= sigmoid(qg[t, h, 1, :])

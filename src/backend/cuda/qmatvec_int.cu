@@ -1,0 +1,297 @@
+// 4-bit affine group-64 matvec with integer products (contract: qmatvec.h "4-bit, integer"; notes:
+// docs/cuda-kernels.md §1 "v6").
+//
+// Why: the SIMT fp32 kernel spends LOP3 + FADD + FFMA a weight (measured 4.1 instructions a weight
+// with its overheads) and sat at ~45% of the copy bandwidth, issue- and latency-bound. Here x is
+// prepared as exact base-256 digits of x * 2^e (qmatvec_prep.cuh int_emit: X = d0 + 256 d1 +
+// 65536 d2, one exponent e per 32-column chunk), a code word's nibbles become bytes with one shift
+// and two LOP3 (even columns in the low nibbles, odd in the high), and IDP4A multiplies 4 codes by 4
+// digits at once: 3 + 6 instructions per 8 weights and token instead of 24. The chunk's integer
+// sum V = sum q * X is exact (|V| < 2^31: Horner over the digits, d2 first), so nothing in it
+// depends on the order of the products; the fp32 part is the SIMT kernel's (chunk j in lane slot
+// j mod 32, fma chain in chunk order, xor butterfly), so rows are bitwise batch-width invariant.
+//
+// Scheduling: the rows of all matrices of a launch (flat row space) are split evenly over a grid of
+// resident warps (occupancy x SMs, at most one wave), each warp taking its contiguous share in
+// batches of R rows (the last batch masked): no tail wave and no warp with more than one row over
+// the average (the SIMT kernel's 1.03-wave grids left SMs idle a third of the time, ncu).
+#include "backend/cuda/qmatvec_int.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec_prep.cuh"
+
+namespace mere::cuda::detail {
+namespace {
+
+constexpr int kWarps = 4;  // warps a block
+
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int k) {
+  return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
+}
+__device__ __forceinline__ float bf16_to_f32(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+
+struct IntMat {
+  const uint4* codes;  // [rows, cols/32] 16-byte chunks
+  const uint16_t* scales;
+  const uint16_t* biases;
+  float* y;
+  int rows, row_end, accumulate;  // row_end: end of this matrix in the launch's flat row space
+};
+struct IntArgs {
+  IntMat m[kMaxMultiMatrices];
+  int n, total;
+};
+
+// The matrix that holds flat row `row` (constant indices only, so the arguments stay in the
+// parameter bank) and the flat row where it begins.
+struct MatRef {
+  const uint4* codes;
+  const uint16_t* scales;
+  const uint16_t* biases;
+  float* y;
+  int rows, accumulate, begin, end;
+};
+__device__ __forceinline__ MatRef locate(const IntArgs& a, int row) {
+  MatRef m{a.m[0].codes, a.m[0].scales, a.m[0].biases, a.m[0].y, a.m[0].rows, a.m[0].accumulate, 0, a.m[0].row_end};
+#pragma unroll
+  for (int i = 1; i < kMaxMultiMatrices; ++i)
+    if (i < a.n && row >= a.m[i - 1].row_end)
+      m = MatRef{a.m[i].codes, a.m[i].scales, a.m[i].biases, a.m[i].y, a.m[i].rows, a.m[i].accumulate,
+                 a.m[i - 1].row_end, a.m[i].row_end};
+  return m;
+}
+
+// y[t, row] for T tokens. A warp owns the flat rows [rb, re) and computes them in `nb` batches (the
+// same count for every warp of the launch, so all warps finish together; a batch holds at most R
+// rows, cut again at matrix boundaries); lane l takes chunks l, l+32, ... of each row, U chunks a
+// row in flight. Addressing is by pointer increments: the hot loop is the loads, 3 ALU + 6 IDP4A
+// per code word and token, and the fp32 epilogue. MINB blocks an SM caps the registers.
+template <int T, int R, int U, int MINB>
+__global__ void __launch_bounds__(kWarps * 32, MINB)
+    qmatvec_int_kernel(const IntArgs args, const uint4* __restrict__ dg, const float2* __restrict__ dsx, int cols,
+                       int spans, int nb) {
+  const int nchunk = cols >> 5, ngroups = cols >> 6;
+  const int lane = threadIdx.x & 31;
+  const int gw = blockIdx.x * kWarps + static_cast<int>(threadIdx.x >> 5);
+  const int64_t W = static_cast<int64_t>(gridDim.x) * kWarps;
+  const int rb = static_cast<int>(gw * static_cast<int64_t>(args.total) / W);
+  const int re = static_cast<int>((gw + 1) * static_cast<int64_t>(args.total) / W);
+  const int rows_w = re - rb;
+  const int nl = (nchunk - lane + 31) >> 5;                    // chunks of this lane in a row
+  const size_t tstride = static_cast<size_t>(spans) * 6 * 32;  // uint4 of one token's digits
+
+  for (int k = 0; k < nb; ++k) {
+    const int bend = rb + static_cast<int>((static_cast<int64_t>(k) + 1) * rows_w / nb);
+    for (int r0 = rb + static_cast<int>(static_cast<int64_t>(k) * rows_w / nb); r0 < bend;) {
+      const MatRef M = locate(args, r0);
+      const int nr = min(bend, M.end) - r0;  // 1..R rows of one matrix
+      const int l0 = r0 - M.begin;
+      const uint4* cp[R];
+      const uint16_t* sp[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int rr = l0 + (r < nr ? r : 0);  // masked rows: row l0's scales, no code loads
+        cp[r] = M.codes + static_cast<size_t>(rr) * nchunk + lane;
+        sp[r] = M.scales + static_cast<size_t>(rr) * ngroups + (lane >> 1);
+      }
+      const ptrdiff_t bdelta = M.biases - M.scales;
+      const uint4* xp = dg + lane;
+      const float2* ip = dsx + lane;
+      float acc[R][T];
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
+
+      for (int i = 0; i < nl; i += U) {
+        uint4 wv[U][R];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            wv[u][r] = (i + u < nl && r < nr) ? ld_stream(cp[r] + 32 * u) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          if (i + u >= nl) break;
+          float s[R], b[R];
+          uint32_t lo[R][4], hi[R][4];
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            s[r] = bf16_to_f32(__ldg(sp[r] + 16 * u));
+            b[r] = bf16_to_f32(__ldg(sp[r] + 16 * u + bdelta));
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const uint32_t w = word_of(wv[u][r], q);
+              lo[r][q] = w & 0x0F0F0F0Fu;
+              hi[r][q] = (w >> 4) & 0x0F0F0F0Fu;
+            }
+          }
+#pragma unroll
+          for (int t = 0; t < T; ++t) {
+            const uint4* xt = xp + 192 * u + t * tstride;
+            uint4 d[6];
+#pragma unroll
+            for (int e = 0; e < 6; ++e) d[e] = __ldg(xt + 32 * e);
+            const float2 ci = __ldg(ip + 32 * u + static_cast<size_t>(t) * nchunk);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              int S = 0;
+#pragma unroll
+              for (int dig = 2; dig >= 0; --dig) {
+                if (dig < 2) S *= 256;
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                  S = __dp4a(static_cast<int>(lo[r][q]), static_cast<int>(word_of(d[2 * dig], q)), S);
+                  S = __dp4a(static_cast<int>(hi[r][q]), static_cast<int>(word_of(d[2 * dig + 1], q)), S);
+                }
+              }
+              const float qx = __fmul_rn(__int2float_rn(S), ci.x);
+              acc[r][t] = __fmaf_rn(s[r], qx, __fmaf_rn(b[r], ci.y, acc[r][t]));
+            }
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          cp[r] += 32 * U;
+          sp[r] += 16 * U;
+        }
+        xp += 192 * U;
+        ip += 32 * U;
+      }
+
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          float v = acc[r][t];
+#pragma unroll
+          for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+          if (r < nr && lane == (r * T + t) % 32) {
+            float* yp = M.y + static_cast<size_t>(t) * M.rows + l0 + r;
+            *yp = M.accumulate ? __fadd_rn(*yp, v) : v;
+          }
+        }
+      r0 += nr;
+    }
+  }
+}
+
+using IntFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int);
+
+struct IntVariant {
+  int R, U, t_lo, t_hi;
+  IntFn fns[kMaxSkinnyRows];
+};
+
+template <int R, int U, int TLO, int THI, int MINB>
+IntVariant make_int() {
+  IntVariant v{R, U, TLO, THI, {}};
+  [&]<int... Is>(std::integer_sequence<int, Is...>) {
+    ((v.fns[TLO - 1 + Is] = &qmatvec_int_kernel<TLO + Is, R, U, MINB>), ...);
+  }(std::make_integer_sequence<int, THI - TLO + 1>{});
+  return v;
+}
+
+const IntVariant* int_variants(int* count) {
+  static const IntVariant table[] = {
+      make_int<4, 1, 1, 9, 4>(), make_int<2, 2, 1, 9, 4>(), make_int<2, 1, 1, 9, 5>(),
+      make_int<4, 2, 1, 2, 4>(), make_int<8, 1, 1, 1, 4>(),
+  };
+  *count = static_cast<int>(sizeof(table) / sizeof(table[0]));
+  return table;
+}
+
+const IntVariant* find_int(int64_t T, int R, int U, int* index) {
+  int n = 0;
+  const IntVariant* v = int_variants(&n);
+  for (int i = 0; i < n; ++i)
+    if (v[i].R == R && v[i].U == U && T >= v[i].t_lo && T <= v[i].t_hi) {
+      *index = i;
+      return &v[i];
+    }
+  return nullptr;
+}
+
+// blocks a multiprocessor holds of each compiled kernel (asked once each)
+int occupancy(int index, int64_t T, IntFn fn) {
+  static std::atomic<int> cache[8][kMaxSkinnyRows];
+  static const bool init = [] {
+    for (auto& a : cache)
+      for (auto& b : a) b.store(-1);
+    return true;
+  }();
+  (void)init;
+  int occ = cache[index][T - 1].load();
+  if (occ < 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fn, kWarps * 32, 0) != cudaSuccess || occ < 1) {
+      (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
+      occ = 1;
+    }
+    cache[index][T - 1].store(occ);
+  }
+  return occ;
+}
+
+}  // namespace
+
+bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
+  int i = 0;
+  return T >= 1 && T <= kMaxSkinnyRows && find_int(T, cfg.rows_per_warp, cfg.unroll, &i) != nullptr;
+}
+
+QMatvecConfig q4int_default(int64_t T) {
+  QMatvecConfig c;
+  c.integer = 1;
+  // H200 sweeps (docs/cuda-kernels.md §1 "v6"): 4 rows a batch at T = 1 (x digits shared by more
+  // rows), 2 rows above (registers)
+  c.rows_per_warp = T == 1 ? 4 : 2;
+  c.unroll = 1;
+  return c;
+}
+
+void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
+                  const QMatvecConfig& cfg, int sms) {
+  int index = 0;
+  const IntVariant* v = find_int(T, cfg.rows_per_warp, cfg.unroll, &index);
+  MERE_CHECK(v != nullptr, "qmatvec", "no compiled integer kernel for T=", T, " rows_per_warp=", cfg.rows_per_warp,
+             " unroll=", cfg.unroll);
+  IntArgs args{};
+  args.n = n;
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    const QWeightView& W = outs[i].W;
+    total += W.rows;
+    args.m[i] = IntMat{reinterpret_cast<const uint4*>(W.codes), W.scales, W.biases, outs[i].y,
+                       static_cast<int>(W.rows), static_cast<int>(total), outs[i].accumulate ? 1 : 0};
+  }
+  args.total = static_cast<int>(total);
+  const IntFn fn = v->fns[T - 1];
+  // Grid: every resident warp (one wave; rows spread evenly, so a warp holds the ceiling or the
+  // floor of total / warps rows), fewer when there are fewer than R rows a warp. Every warp computes
+  // its rows in the same number of batches nb = ceil(ceil(total / warps) / R), so none runs a batch
+  // more than the others (v6a cut 9-row warps into batches of 4, 4, 1 next to 8-row warps' 4, 4:
+  // SMs idle 20% of the kernel, ncu).
+  const int64_t R = v->R;
+  const int64_t resident_warps = static_cast<int64_t>(occupancy(index, T, fn)) * sms * kWarps;
+  const int64_t blocks = (std::min((total + R - 1) / R, resident_warps) + kWarps - 1) / kWarps;
+  const int64_t per_warp = (total + blocks * kWarps - 1) / (blocks * kWarps);
+  const int nb = static_cast<int>((per_warp + R - 1) / R);
+  const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
+  fn<<<static_cast<unsigned>(blocks), kWarps * 32, 0, s>>>(args, L.dg, L.dsx, static_cast<int>(cols), L.spans, nb);
+  MERE_CUDA_CHECK_LAUNCH("qmatvec_int_kernel");
+}
+
+}  // namespace mere::cuda::detail
