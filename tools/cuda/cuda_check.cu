@@ -217,10 +217,10 @@ void ref_linear_parallel(const Matrix& W, const float* x, int64_t T, float* y) {
 const QMatvecConfig kTcConfigs[] = {{16, 1, 4, 8}, {32, 1, 4, 8}, {32, 1, 4, 6},
                                     {32, 2, 4, 0}, {16, 4, 2, 0}, {16, 2, 4, 0}};
 const QMatvecConfig kSimtConfigs[] = {{4, 2}, {4, 4}, {2, 4}, {8, 1}, {2, 2}, {4, 1}};
-// integer kernel {rows a batch, chunks in flight}; kIntConfigs[0] is the default for every T;
+// integer kernel {rows a batch, chunks in flight}; kIntConfigs[0] is the T = 1 default (T >= 2: {2, 1});
 // unavailable (shape, T) pairs are skipped
 const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0, 0, 1},
-                                     {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1}};
+                                     {3, 1, 0, 0, 1}, {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1}};
 QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
 std::string cfg_name(const QMatvecConfig& c) {
   char b[64];
@@ -794,7 +794,7 @@ void bench_qmatvec(CudaDevice& dev) {
         if (!big27 && T != 9) continue;
         bench_one(T, kIntConfigs[0], label_of(T, kIntConfigs[0], QMatvecConfig{}), "int");
         if (s.rows == 17408)
-          for (int i = 1; i < 5; ++i)
+          for (int i = 1; i < 6; ++i)
             if (qmatvec_config_available(bits, T, kIntConfigs[i])) bench_one(T, kIntConfigs[i], " (sweep)", "int");
       }
       if (s.rows == 17408) {

@@ -208,7 +208,7 @@ IntVariant make_int() {
 const IntVariant* int_variants(int* count) {
   static const IntVariant table[] = {
       make_int<4, 1, 1, 9, 4>(), make_int<2, 2, 1, 9, 4>(), make_int<2, 1, 1, 9, 5>(),
-      make_int<4, 2, 1, 2, 4>(), make_int<8, 1, 1, 1, 4>(),
+      make_int<4, 2, 1, 2, 4>(), make_int<8, 1, 1, 1, 4>(), make_int<3, 1, 1, 9, 4>(),
   };
   *count = static_cast<int>(sizeof(table) / sizeof(table[0]));
   return table;
