@@ -220,11 +220,14 @@ const QMatvecConfig kSimtConfigs[] = {{4, 2}, {4, 4}, {2, 4}, {8, 1}, {2, 2}, {4
 // integer kernel {rows a batch, chunks in flight}; kIntConfigs[0] is the T = 1 default (T >= 2: {2, 1});
 // unavailable (shape, T) pairs are skipped
 const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0, 0, 1},
-                                     {3, 1, 0, 0, 1}, {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1}};
+                                     {3, 1, 0, 0, 1}, {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1},
+                                     {-1, 1, 0, 0, 1}};  // -1: R picked per launch (fit)
 QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
 std::string cfg_name(const QMatvecConfig& c) {
   char b[64];
-  if (c.integer)
+  if (c.integer && c.rows_per_warp < 0)
+    std::snprintf(b, sizeof(b), "R=fit U=%d", c.unroll);
+  else if (c.integer)
     std::snprintf(b, sizeof(b), "R=%d U=%d", c.rows_per_warp, c.unroll);
   else if (c.stages > 0)
     std::snprintf(b, sizeof(b), "R=%d S=%d", c.rows_per_warp / 16, c.stages);
@@ -794,7 +797,7 @@ void bench_qmatvec(CudaDevice& dev) {
         if (!big27 && T != 9) continue;
         bench_one(T, kIntConfigs[0], label_of(T, kIntConfigs[0], QMatvecConfig{}), "int");
         if (s.rows == 17408)
-          for (int i = 1; i < 6; ++i)
+          for (int i = 1; i < 7; ++i)
             if (qmatvec_config_available(bits, T, kIntConfigs[i])) bench_one(T, kIntConfigs[i], " (sweep)", "int");
       }
       if (s.rows == 17408) {

@@ -249,7 +249,8 @@ int occupancy(int index, int64_t T, IntFn fn) {
 
 bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
   int i = 0;
-  return T >= 1 && T <= kMaxSkinnyRows && find_int(T, cfg.rows_per_warp, cfg.unroll, &i) != nullptr;
+  const int R = cfg.rows_per_warp == kIntFitRows ? 2 : cfg.rows_per_warp;  // fit: R = 2..4 at U = 1
+  return T >= 1 && T <= kMaxSkinnyRows && find_int(T, R, cfg.unroll, &i) != nullptr;
 }
 
 QMatvecConfig q4int_default(int64_t T) {
@@ -262,20 +263,52 @@ QMatvecConfig q4int_default(int64_t T) {
   return c;
 }
 
+namespace {
+// Batches a warp for `total` rows with variant v: grid = every resident warp (at most one per R
+// rows), nb = ceil(ceil(total / warps) / R). Returns the block count; *nb is set.
+int64_t int_grid(int index, const IntVariant* v, int64_t T, int64_t total, int sms, int* nb) {
+  const int64_t R = v->R;
+  const int64_t resident_warps = static_cast<int64_t>(occupancy(index, T, v->fns[T - 1])) * sms * kWarps;
+  const int64_t blocks = (std::min((total + R - 1) / R, resident_warps) + kWarps - 1) / kWarps;
+  const int64_t per_warp = (total + blocks * kWarps - 1) / (blocks * kWarps);
+  *nb = static_cast<int>((per_warp + R - 1) / R);
+  return blocks;
+}
+}  // namespace
+
 void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                   const QMatvecConfig& cfg, int sms) {
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i) total += outs[i].W.rows;
   int index = 0;
-  const IntVariant* v = find_int(T, cfg.rows_per_warp, cfg.unroll, &index);
+  const IntVariant* v = nullptr;
+  if (cfg.rows_per_warp == kIntFitRows) {
+    // fit (a benchmark candidate, not yet measured): of the U = 1 shapes with R = 4, 3, 2 the one
+    // whose batches leave the fewest row slots empty (nb * R, ties to the larger R: x digits are
+    // shared by more rows); at the 27B shapes warps hold 8-9 rows, which fill 3 batches of 3 but
+    // only 9 of 12 slots of 4
+    int64_t best = 0;
+    for (int R : {4, 3, 2}) {
+      int i = 0, nb = 0;
+      const IntVariant* c = find_int(T, R, 1, &i);
+      if (c == nullptr) continue;
+      const int64_t blocks = int_grid(i, c, T, total, sms, &nb);
+      const int64_t slots = static_cast<int64_t>(nb) * R * blocks * kWarps;
+      if (v == nullptr || slots < best) v = c, index = i, best = slots;
+    }
+  } else {
+    v = find_int(T, cfg.rows_per_warp, cfg.unroll, &index);
+  }
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled integer kernel for T=", T, " rows_per_warp=", cfg.rows_per_warp,
              " unroll=", cfg.unroll);
   IntArgs args{};
   args.n = n;
-  int64_t total = 0;
+  int64_t end = 0;
   for (int i = 0; i < n; ++i) {
     const QWeightView& W = outs[i].W;
-    total += W.rows;
+    end += W.rows;
     args.m[i] = IntMat{reinterpret_cast<const uint4*>(W.codes), W.scales, W.biases, outs[i].y,
-                       static_cast<int>(W.rows), static_cast<int>(total), outs[i].accumulate ? 1 : 0};
+                       static_cast<int>(W.rows), static_cast<int>(end), outs[i].accumulate ? 1 : 0};
   }
   args.total = static_cast<int>(total);
   const IntFn fn = v->fns[T - 1];
@@ -284,11 +317,8 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
   // its rows in the same number of batches nb = ceil(ceil(total / warps) / R), so none runs a batch
   // more than the others (v6a cut 9-row warps into batches of 4, 4, 1 next to 8-row warps' 4, 4:
   // SMs idle 20% of the kernel, ncu).
-  const int64_t R = v->R;
-  const int64_t resident_warps = static_cast<int64_t>(occupancy(index, T, fn)) * sms * kWarps;
-  const int64_t blocks = (std::min((total + R - 1) / R, resident_warps) + kWarps - 1) / kWarps;
-  const int64_t per_warp = (total + blocks * kWarps - 1) / (blocks * kWarps);
-  const int nb = static_cast<int>((per_warp + R - 1) / R);
+  int nb = 0;
+  const int64_t blocks = int_grid(index, v, T, total, sms, &nb);
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
   fn<<<static_cast<unsigned>(blocks), kWarps * 32, 0, s>>>(args, L.dg, L.dsx, static_cast<int>(cols), L.spans, nb);
   MERE_CUDA_CHECK_LAUNCH("qmatvec_int_kernel");

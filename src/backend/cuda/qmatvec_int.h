@@ -10,6 +10,10 @@
 
 namespace mere::cuda::detail {
 
+// cfg.rows_per_warp of the integer kernel that lets each launch pick R (2, 3 or 4 rows a batch, one
+// chunk in flight) by how well its rows fill the batches.
+inline constexpr int kIntFitRows = -1;
+
 // Whether an integer-kernel shape (cfg.rows_per_warp rows a batch, cfg.unroll chunks in flight) is
 // compiled for T.
 bool q4int_available(int64_t T, const QMatvecConfig& cfg);
