@@ -30,19 +30,28 @@ int AdaptiveDepthPolicy::depth(int64_t offered) const {
   return d;
 }
 
+namespace {
+// cost[w] at a fractional width x, linear between the integer widths 1..n-1 (clamped)
+double at_width(const std::vector<double>& cost, double x) {
+  const double hi = static_cast<double>(cost.size() - 1);
+  x = std::clamp(x, 1.0, hi);
+  const size_t w0 = static_cast<size_t>(x), w1 = std::min(w0 + 1, cost.size() - 1);
+  return cost[w0] + (cost[w1] - cost[w0]) * (x - static_cast<double>(w0));
+}
+}  // namespace
+
 int AdaptiveDepthPolicy::depth_measured(int64_t offered, const std::vector<double>& verify_seconds,
-                                        double head_seconds) const {
+                                        const std::vector<double>& head_seconds) const {
   const int64_t cap = std::min<int64_t>({offered, block_ - 1, static_cast<int64_t>(verify_seconds.size()) - 2});
-  if (cap <= 0 || verify_seconds.size() < 2 || !(verify_seconds[1] > 0)) return 0;
+  if (cap <= 0 || verify_seconds.size() < 2 || head_seconds.size() < 2 || !(verify_seconds[1] > 0)) return 0;
   double best_rate = 1.0 / verify_seconds[1];  // serial: one token per width-1 step
   int best = 0;
   double reach = 1.0, E = 0.0;
   for (int d = 1; d <= cap; ++d) {
     reach *= p_[static_cast<size_t>(d - 1)];
     E += reach;
-    // head rows per round in steady state: d - 1 chained drafts plus the 1 + E confirmed rows of
-    // the previous round (the head's catch-up pass runs the accepted transitions and the new one)
-    const double cost = verify_seconds[static_cast<size_t>(d + 1)] + (d + E) * head_seconds;
+    const double cost = verify_seconds[static_cast<size_t>(d + 1)] + at_width(head_seconds, 1.0 + E) +
+                        (d - 1) * head_seconds[1];
     const double rate = (1.0 + E) / cost;
     if (rate > best_rate) {
       best_rate = rate;

@@ -18,9 +18,15 @@ class AdaptiveDepthPolicy {
 
   // The seed's rule. offered = min(B-1, tokens still to generate).
   int depth(int64_t offered) const;
-  // Measured costs: verify_seconds[w] for widths w = 1..B (index w; [0] unused), head_seconds per
-  // head row. Maximises (1 + E_d) / (verify(d+1) + (d + E_d) * head) over d in [0, cap]; d = 0 is serial.
-  int depth_measured(int64_t offered, const std::vector<double>& verify_seconds, double head_seconds) const;
+  // Measured costs: verify_seconds[w] for a target pass of w rows and head_seconds[w] for a head pass
+  // of w rows (last row's logits only), w = 1..B (index w; [0] unused). A round of depth d costs
+  // verify(d+1) + head(1 + E_d) + (d - 1) head(1): one catch-up pass over the previous round's
+  // confirmed rows and the new one (steady state: 1 + E_d rows, linearly interpolated between
+  // widths) and d - 1 chained single-row drafts. Maximises (1 + E_d) / cost over d in [0, cap]
+  // against serial's 1 / verify(1); d = 0 is serial. (Counting the catch-up rows at the single-row
+  // cost, as the first version did, overcharged the head: a w-row pass computes one lm_head row.)
+  int depth_measured(int64_t offered, const std::vector<double>& verify_seconds,
+                     const std::vector<double>& head_seconds) const;
 
   // A round with `accepted` of `drafted` (>= 1) drafts accepted.
   void record(int accepted, int drafted);

@@ -21,11 +21,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Measured costs of one model on this machine: verification passes by width and head rows.
+// Measured costs of one model on this machine: target (verification) and head passes by width.
 // Calibrated once per model (first speculative request), refined online with an EMA.
 struct CostTable {
   std::vector<double> verify;  // [B+1], seconds of a width-w target pass ([0] unused)
-  double head = 0;             // seconds per head row
+  std::vector<double> head;    // [B+1], seconds of a w-row head pass, last row's logits ([0] unused)
 };
 
 std::mutex g_cost_mu;
@@ -58,23 +58,43 @@ CostTable calibrate(const Qwen35Model& m, const SequenceMemory& mem, std::span<c
   const double t1 = time_width(1), tb = block > 1 ? time_width(block) : t1;
   for (int w = 1; w <= block; ++w)
     t.verify[static_cast<size_t>(w)] = block > 1 ? t1 + (tb - t1) * (w - 1) / (block - 1) : t1;
-  double best = 1e30;
-  SequenceMemory f = mem.fork();
-  for (int rep = 0; rep < 3; ++rep) {
-    auto t0 = Clock::now();
-    m.mtp_forward(prompt_hidden.data() + (static_cast<int64_t>(prompt.size()) - 1) * H, ids.data(), 1, f, hid.data(),
-                  lg.data(), LogitsMode::Last);
-    if (rep > 0) best = std::min(best, seconds_since(t0));
+  // head passes of 1 and B rows (the catch-up pass runs several confirmed rows at once and computes
+  // one lm_head row, so its cost is far from w single rows), the widths between interpolated
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  std::vector<float> hrows(static_cast<size_t>(block * H));
+  for (int64_t i = 0; i < block; ++i) {  // the prompt's last rows (its last one repeated if shorter)
+    const int64_t src = std::max<int64_t>(0, P - block + i);
+    std::copy_n(prompt_hidden.data() + src * H, H, hrows.data() + i * H);
   }
-  t.head = best;
+  auto time_head = [&](int w) {
+    double best = 1e30;
+    SequenceMemory f = mem.fork();
+    for (int rep = 0; rep < 3; ++rep) {
+      auto t0 = Clock::now();
+      m.mtp_forward(hrows.data() + static_cast<int64_t>(block - w) * H, ids.data(), w, f, hid.data(), lg.data(),
+                    LogitsMode::Last);
+      if (rep > 0) best = std::min(best, seconds_since(t0));
+    }
+    return best;
+  };
+  const double h1 = time_head(1), hb = block > 1 ? time_head(block) : h1;
+  t.head.assign(static_cast<size_t>(block + 1), 0.0);
+  for (int w = 1; w <= block; ++w)
+    t.head[static_cast<size_t>(w)] = block > 1 ? h1 + (hb - h1) * (w - 1) / (block - 1) : h1;
   return t;
 }
 
-void refine(const Qwen35Model& m, int width, double verify_s, double head_rows, double head_s) {
+// One round's timings into the table: the width-w verification pass, the catch-up head pass of
+// `conf_rows` rows (skipped when wider than the table: the first round after the prompt) and the
+// chained single-row head steps.
+void refine(const Qwen35Model& m, int width, double verify_s, int64_t conf_rows, double conf_s, int chained,
+            double chained_s) {
   std::lock_guard<std::mutex> lock(g_cost_mu);
   CostTable& t = g_costs[&m];
-  if (width < static_cast<int>(t.verify.size())) t.verify[static_cast<size_t>(width)] = 0.8 * t.verify[static_cast<size_t>(width)] + 0.2 * verify_s;
-  if (head_rows > 0) t.head = 0.8 * t.head + 0.2 * (head_s / head_rows);
+  auto ema = [](double& v, double x) { v = 0.8 * v + 0.2 * x; };
+  if (width < static_cast<int>(t.verify.size())) ema(t.verify[static_cast<size_t>(width)], verify_s);
+  if (conf_rows >= 1 && conf_rows < static_cast<int64_t>(t.head.size())) ema(t.head[static_cast<size_t>(conf_rows)], conf_s);
+  if (chained > 0 && t.head.size() > 1) ema(t.head[1], chained_s / chained);
 }
 
 class Round {
@@ -169,7 +189,9 @@ class Round {
       const CostTable& t = g_costs[&m_];
       const int d = policy_.depth_measured(offered, t.verify, t.head);
       if (std::getenv("MERERUN_Q35_MTP_DEBUG")) {
-        std::fprintf(stderr, "[mtp-debug] head %.4f verify", t.head);
+        std::fprintf(stderr, "[mtp-debug] head");
+        for (size_t w = 1; w < t.head.size(); ++w) std::fprintf(stderr, " %zu:%.4f", w, t.head[w]);
+        std::fprintf(stderr, " verify");
         for (size_t w = 1; w < t.verify.size(); ++w) std::fprintf(stderr, " %zu:%.4f", w, t.verify[w]);
         std::fprintf(stderr, " p");
         for (double p : policy_.estimates()) std::fprintf(stderr, " %.2f", p);
@@ -202,7 +224,9 @@ class Round {
     std::vector<int32_t> drafts(static_cast<size_t>(d));
     std::vector<TokenDistribution> q(static_cast<size_t>(d));
     std::vector<float> m_prev(mh.end() - H_, mh.end()), m_next(static_cast<size_t>(H_));
+    double conf_s = 0;  // the catch-up pass and the first draft's sampling
     for (int j = 0; j < d; ++j) {
+      if (j == 1) conf_s = seconds_since(t0);
       if (j > 0) {
         m_.mtp_forward(m_prev.data(), &drafts[static_cast<size_t>(j - 1)], 1, mem_, m_next.data(), ql.data(), LogitsMode::Last);
         m_prev.swap(m_next);
@@ -216,6 +240,7 @@ class Round {
     }
     mem_.mtp_kv().truncate(mtp_confirmed);  // drop the speculative chain rows
     const double head_s = seconds_since(t0);
+    if (d == 1) conf_s = head_s;
     if (prof) a.draft_seconds += head_s;
 
     // ---- verify [x, d1..dd] in one pass (recurrent GatedDeltaNet, traced for replay)
@@ -232,7 +257,7 @@ class Round {
     m_.forward(row_ids.data(), d + 1, mem_, vh.data(), vl.data(), LogitsMode::All, fo);
     const double verify_s = seconds_since(t1);
     if (prof) a.verify_seconds += verify_s;
-    refine(m_, d + 1, verify_s, static_cast<double>(n_conf + d - 1), head_s);
+    refine(m_, d + 1, verify_s, n_conf, conf_s, d - 1, head_s - conf_s);
 
     // ---- accept
     auto t2 = Clock::now();

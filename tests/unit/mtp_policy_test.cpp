@@ -55,14 +55,27 @@ TEST(MtpPolicy, TotalRejectionReachesZeroInAboutTenRounds) {
 TEST(MtpPolicy, MeasuredCostsPreferSerialWhenVerifyIsExpensive) {
   AdaptiveDepthPolicy p(4, 0.18);
   // memory-bound: a width-4 pass costs about one step -> draft deep
-  EXPECT_EQ(p.depth_measured(100, {0, 1.0, 1.02, 1.04, 1.06}, 0.05), 3);
+  EXPECT_EQ(p.depth_measured(100, {0, 1.0, 1.02, 1.04, 1.06}, {0, 0.05, 0.06, 0.07, 0.08}), 3);
   // compute-bound: cost grows linearly with width and the head is not free -> serial
-  EXPECT_EQ(p.depth_measured(100, {0, 1.0, 2.0, 3.0, 4.0}, 0.1), 0);
+  EXPECT_EQ(p.depth_measured(100, {0, 1.0, 2.0, 3.0, 4.0}, {0, 0.1, 0.2, 0.3, 0.4}), 0);
+  // no head or verify costs measured yet -> serial
+  EXPECT_EQ(p.depth_measured(100, {0, 1.0, 1.0, 1.0, 1.0}, {}), 0);
 }
 
-TEST(MtpPolicy, CostRatioValidation) {
-  EXPECT_DOUBLE_EQ(mere::parse_cost_ratio(nullptr), 0.18);
-  EXPECT_DOUBLE_EQ(mere::parse_cost_ratio("0.3"), 0.3);
-  EXPECT_DOUBLE_EQ(mere::parse_cost_ratio("5"), 5.0);
-  for (const char* bad : {"", "0", "-1", "5.01", "nan", "inf", "abc", "0.3x"}) EXPECT_DOUBLE_EQ(mere::parse_cost_ratio(bad), 0.18) << bad;
+// The bundled dense model on the 2-core CPU (calibrated: verify 0.8 / 1.0 / 1.2 / 1.4 ms, head row
+// 0.3 ms): charging every catch-up row a single-row head cost says serial wins at the initial
+// estimates (d = 1: 1.85 / (1.0 + 0.3 + 0.85 * 0.3) = 1.19 tokens/ms against serial 1.25); a head
+// pass whose cost barely grows with its rows (one lm_head row however many rows) makes depth 1 pay:
+// 1.85 / (1.0 + head(1.85) = 0.3425) = 1.38 tokens/ms (d = 2: 1.36, d = 3: 1.30).
+TEST(MtpPolicy, MeasuredCostsCountTheCatchUpPassAsOnePass) {
+  AdaptiveDepthPolicy p(4, 0.18);
+  const std::vector<double> verify = {0, 0.8e-3, 1.0e-3, 1.2e-3, 1.4e-3};
+  const std::vector<double> per_row = {0, 0.3e-3, 0.6e-3, 0.9e-3, 1.2e-3}, batched = {0, 0.3e-3, 0.35e-3, 0.4e-3, 0.45e-3};
+  EXPECT_EQ(p.depth_measured(100, verify, per_row), 0);
+  EXPECT_EQ(p.depth_measured(100, verify, batched), 1);
+  // a flat verification cost (memory-bound, a GPU) and a cheap head: the deepest draft pays
+  // (d = 1, 2, 3: 2.02, 2.48, 2.74 tokens/ms)
+  const std::vector<double> flat = {0, 0.8e-3, 0.8e-3, 0.8e-3, 0.8e-3}, cheap = {0, 0.1e-3, 0.12e-3, 0.14e-3, 0.16e-3};
+  EXPECT_EQ(p.depth_measured(100, flat, cheap), 3);
+  EXPECT_EQ(p.depth_measured(2, flat, cheap), 2);  // capped by offered
 }
