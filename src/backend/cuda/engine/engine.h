@@ -116,10 +116,12 @@ class CudaEngine final : public DeviceEngine {
   // MERE_CUDA_GRAPH: 0 no graphs, 1 decode steps (T = 1) only, unset / 2: every pass of <= 9 rows
   // (verification widths, traced or not) and the MTP head's passes too
   int graph_mode_ = 2;
+  // GQA-aware decode attention (k::attention_gqa): default where the heads allow it,
+  // MERE_CUDA_ATTN=split turns it off; read at load
   bool attn_gqa_ = false;
   // MERE_CUDA_FUSE (default on; 0 off; always off with the tensor-core matvec): producers fused with
   // the matvec's prepare, shared-input projections in one launch, residual adds in the epilogue
-  bool fuse_ = true;  // GQA-aware decode attention (k::attention_gqa; default where supported, MERE_CUDA_ATTN=split: off), read at load
+  bool fuse_ = true;
 
   // scratch of one pass
   DeviceBuffer scratch_;
