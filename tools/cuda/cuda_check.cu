@@ -375,39 +375,18 @@ void check_qmatvec_multi(CudaDevice& dev, int bits, uint64_t seed) {
   std::vector<DeviceBuffer> dy;
   for (int i = 0; i < 4; ++i) dy.push_back(dev.alloc(static_cast<size_t>(TM * heights[i]) * 4, "test y"));
   int64_t bad = 0, calls = 0;
-  for (int64_t T = 1; T <= TM; ++T) {
-    qmatvec_prepare(dev, dx.as<float>(), T, cols, bits, ws.as<float>());
+  // one kernel family: its single-matrix calls (reference config ref) against multi launches of
+  // every compiled shape in cfgs
+  auto family = [&](int64_t T, const QMatvecConfig& ref, const QMatvecConfig* cfgs, size_t ncfg) {
     std::vector<std::vector<float>> single(4);
     for (int i = 0; i < 4; ++i) {
       poison(dev, dy[i]);
-      qmatvec(dev, dq[i].view, ws.as<float>(), T, dy[i].as<float>(), simt_config(T));
+      qmatvec(dev, dq[i].view, ws.as<float>(), T, dy[i].as<float>(), ref);
       single[i] = from_device<float>(dev, dy[i], static_cast<size_t>(T * heights[i]));
     }
     for (size_t j = 0; j < single[3].size(); ++j) single[3][j] = y0[j] + single[3][j];  // the accumulated one
-    std::vector<QMatvecConfig> cfgs(std::begin(kSimtConfigs), std::end(kSimtConfigs));
-    if (bits == 4) {  // the integer kernel against its own single-matrix calls
-      std::vector<std::vector<float>> si(4);
-      for (int i = 0; i < 4; ++i) {
-        poison(dev, dy[i]);
-        qmatvec(dev, dq[i].view, ws.as<float>(), T, dy[i].as<float>(), kIntConfigs[0]);
-        si[i] = from_device<float>(dev, dy[i], static_cast<size_t>(T * heights[i]));
-      }
-      for (size_t j = 0; j < si[3].size(); ++j) si[3][j] = y0[j] + si[3][j];
-      for (const auto& c : kIntConfigs) {
-        if (!qmatvec_config_available(bits, T, c)) continue;
-        ++calls;
-        for (int i = 0; i < 3; ++i) poison(dev, dy[i]);
-        MERE_CUDA_CHECK(cudaMemcpy(dy[3].get(), y0.data(), static_cast<size_t>(T * heights[3]) * 4, cudaMemcpyHostToDevice));
-        QMatvecOut outs[4];
-        for (int i = 0; i < 4; ++i) outs[i] = QMatvecOut{dq[i].view, dy[i].as<float>(), i == 3};
-        qmatvec_multi(dev, outs, 4, ws.as<float>(), T, c);
-        for (int i = 0; i < 4; ++i) {
-          const auto got = from_device<float>(dev, dy[i], static_cast<size_t>(T * heights[i]));
-          bad += std::memcmp(got.data(), si[i].data(), got.size() * 4) != 0;
-        }
-      }
-    }
-    for (const auto& c : cfgs) {
+    for (size_t k = 0; k < ncfg; ++k) {
+      const QMatvecConfig& c = cfgs[k];
       if (!qmatvec_config_available(bits, T, c)) continue;
       ++calls;
       for (int i = 0; i < 3; ++i) poison(dev, dy[i]);
@@ -420,6 +399,11 @@ void check_qmatvec_multi(CudaDevice& dev, int bits, uint64_t seed) {
         bad += std::memcmp(got.data(), single[i].data(), got.size() * 4) != 0;
       }
     }
+  };
+  for (int64_t T = 1; T <= TM; ++T) {
+    qmatvec_prepare(dev, dx.as<float>(), T, cols, bits, ws.as<float>());
+    family(T, simt_config(T), kSimtConfigs, std::size(kSimtConfigs));
+    if (bits == 4) family(T, kIntConfigs[0], kIntConfigs, std::size(kIntConfigs));
   }
   record_bool("q" + std::to_string(bits) + "matvec_multi 4 matrices (one accumulating) vs single calls, T=1..9 x SIMT (+ integer) shapes bitwise",
               bad == 0, std::to_string(calls) + " launches, " + std::to_string(bad) + " matrices differ");

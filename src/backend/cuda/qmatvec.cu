@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_int.h"
 #include "backend/cuda/qmatvec_prep.cuh"
 #include "backend/cuda/qmatvec_tc.h"
@@ -25,20 +26,9 @@ constexpr uint32_t kMagic = 0x4B000000u;  // 2^23 as float bits
 constexpr float kMagicF = 8388608.0f;
 constexpr int kWarpsPerBlock = 4;
 
-__device__ __forceinline__ float bf16_bits_to_f32(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
-
-// 16-byte streaming load: read-only path, not kept in L1 (x is what L1 should hold).
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int k) {
-  return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
-}
+using qm::ld_stream;
+using qm::word_of;
+__device__ __forceinline__ float bf16_bits_to_f32(uint16_t b) { return qm::bf16_to_f32(b); }
 
 // (w & mask) | 2^23-magic in one LOP3 (plain C++ gave two), then the exact subtraction.
 template <uint32_t kMask>

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::detail {
@@ -31,17 +32,9 @@ namespace {
 
 constexpr int kWarps = 4;  // warps a block
 
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int k) {
-  return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
-}
-__device__ __forceinline__ float bf16_to_f32(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+using qm::bf16_to_f32;
+using qm::ld_stream;
+using qm::word_of;
 
 struct IntMat {
   const uint4* codes;  // [rows, cols/32] 16-byte chunks
