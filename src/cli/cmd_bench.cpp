@@ -198,6 +198,9 @@ int run_bench(const Args& a) {
   double state_bytes = 0, peak_all = 0, peak_decode = 0, decode_state_bytes = 0;
   DeviceMemoryReport gpu_mem;  // CUDA: the sample with the most device memory in use (before the copy probe)
   double gpu_state_bytes = 0;
+  // CUDA: device memory right after the load (weights + context, before any pass): attributes the
+  // overhead to the context versus what the passes allocate (scratch, graphs, sequence state)
+  const DeviceMemoryReport gpu_at_load = engine ? engine->device_memory() : DeviceMemoryReport{};
   for (int64_t depth : depths) {
     // depth 0: a fresh memory per repetition; otherwise the context is filled once and forked
     SequenceMemory base = model->new_memory();
@@ -321,6 +324,10 @@ int run_bench(const Args& a) {
     gm["total_bytes"] = static_cast<double>(gpu_mem.total);
     gm["over_weights_kv_state_gib"] =
         (static_cast<double>(gpu_mem.used) - static_cast<double>(gpu_mem.weights) - gpu_state_bytes) / 1073741824.0;
+    gm["used_after_load_bytes"] = static_cast<double>(gpu_at_load.used);
+    // the CUDA context and other processes: in use after the load beyond the engine's own weights
+    gm["after_load_over_weights_gib"] =
+        (static_cast<double>(gpu_at_load.used) - static_cast<double>(gpu_at_load.weights)) / 1073741824.0;
     mem["gpu"] = std::move(gm);
   }
   doc["memory"] = std::move(mem);
