@@ -37,50 +37,45 @@ CostTable calibrate(const Qwen35Model& m, const SequenceMemory& mem, std::span<c
   CostTable& t = g_costs[&m];
   if (static_cast<int>(t.verify.size()) >= block + 1) return t;
   const int64_t H = m.config().hidden_size, V = m.config().vocab_size;
-  t.verify.assign(static_cast<size_t>(block + 1), 0.0);
   std::vector<int32_t> ids(static_cast<size_t>(block), prompt.back());
   std::vector<float> hid(static_cast<size_t>(block * H)), lg(static_cast<size_t>(block * V));
+  // seconds of pass(w, fork) at widths 1 and B (best of two after a warm-up on the same fork: a
+  // device backend captures a sequence's graph on its first pass of a kind, which a request pays
+  // once, not every round), the widths between interpolated; rounds refine them online
+  auto by_width = [&](auto&& pass) {
+    auto time = [&](int w) {
+      double best = 1e30;
+      SequenceMemory f = mem.fork();
+      for (int rep = 0; rep < 3; ++rep) {
+        auto t0 = Clock::now();
+        pass(w, f);
+        if (rep > 0) best = std::min(best, seconds_since(t0));
+      }
+      return best;
+    };
+    const double a = time(1), b = block > 1 ? time(block) : a;
+    std::vector<double> cost(static_cast<size_t>(block + 1), 0.0);
+    for (int w = 1; w <= block; ++w) cost[static_cast<size_t>(w)] = block > 1 ? a + (b - a) * (w - 1) / (block - 1) : a;
+    return cost;
+  };
   ForwardOptions rec;
   rec.gdn = ForwardOptions::Gdn::Recurrent;
-  // widths 1 and B measured (best of two after a warm-up on the same fork: a device backend captures
-  // a sequence's graph on its first pass of a kind, which a request pays once, not every round),
-  // the ones between interpolated; rounds refine them online
-  auto time_width = [&](int w) {
-    double best = 1e30;
-    SequenceMemory f = mem.fork();
-    for (int rep = 0; rep < 3; ++rep) {
-      auto t0 = Clock::now();
-      m.forward(ids.data(), w, f, hid.data(), lg.data(), LogitsMode::All, rec);
-      if (rep > 0) best = std::min(best, seconds_since(t0));
-    }
-    return best;
-  };
-  const double t1 = time_width(1), tb = block > 1 ? time_width(block) : t1;
-  for (int w = 1; w <= block; ++w)
-    t.verify[static_cast<size_t>(w)] = block > 1 ? t1 + (tb - t1) * (w - 1) / (block - 1) : t1;
-  // head passes of 1 and B rows (the catch-up pass runs several confirmed rows at once and computes
-  // one lm_head row, so its cost is far from w single rows), the widths between interpolated
+  t.verify = by_width([&](int w, SequenceMemory& f) {
+    m.forward(ids.data(), w, f, hid.data(), lg.data(), LogitsMode::All, rec);
+  });
+  // head passes: the catch-up pass runs several confirmed rows at once and computes one lm_head
+  // row, so its cost is far from w single rows; rows from the prompt's end (its last one repeated
+  // if the prompt is shorter than B)
   const int64_t P = static_cast<int64_t>(prompt.size());
   std::vector<float> hrows(static_cast<size_t>(block * H));
-  for (int64_t i = 0; i < block; ++i) {  // the prompt's last rows (its last one repeated if shorter)
+  for (int64_t i = 0; i < block; ++i) {
     const int64_t src = std::max<int64_t>(0, P - block + i);
     std::copy_n(prompt_hidden.data() + src * H, H, hrows.data() + i * H);
   }
-  auto time_head = [&](int w) {
-    double best = 1e30;
-    SequenceMemory f = mem.fork();
-    for (int rep = 0; rep < 3; ++rep) {
-      auto t0 = Clock::now();
-      m.mtp_forward(hrows.data() + static_cast<int64_t>(block - w) * H, ids.data(), w, f, hid.data(), lg.data(),
-                    LogitsMode::Last);
-      if (rep > 0) best = std::min(best, seconds_since(t0));
-    }
-    return best;
-  };
-  const double h1 = time_head(1), hb = block > 1 ? time_head(block) : h1;
-  t.head.assign(static_cast<size_t>(block + 1), 0.0);
-  for (int w = 1; w <= block; ++w)
-    t.head[static_cast<size_t>(w)] = block > 1 ? h1 + (hb - h1) * (w - 1) / (block - 1) : h1;
+  t.head = by_width([&](int w, SequenceMemory& f) {
+    m.mtp_forward(hrows.data() + static_cast<int64_t>(block - w) * H, ids.data(), w, f, hid.data(), lg.data(),
+                  LogitsMode::Last);
+  });
   return t;
 }
 

@@ -316,39 +316,29 @@ void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, 
   record_bool(std::string(tag) + " batch invariance T=1..9 bitwise", bad == 0,
               bad == 0 ? "all rows equal" : std::to_string(bad) + " mismatches, first " + first);
   if (bits != 4) return;
-  // the integer kernel (the 4-bit default): every compiled shape and T gives bitwise the 1-row results
-  {
-    std::vector<std::vector<float>> y1i(TM);
-    for (int64_t t = 0; t < TM; ++t) y1i[t] = run(1, dx.as<float>() + t * cols, kIntConfigs[0]);
-    int64_t badi = 0;
+  // one kernel family: every compiled launch shape at T = 1..9 gives bitwise the 1-row results of
+  // the family's first shape
+  auto family_bitwise = [&](const char* what, const QMatvecConfig* cfgs, size_t ncfg) {
+    std::vector<std::vector<float>> y1f(TM);
+    for (int64_t t = 0; t < TM; ++t) y1f[t] = run(1, dx.as<float>() + t * cols, cfgs[0]);
+    int64_t badf = 0;
     int calls = 0;
-    std::string firsti;
+    std::string firstf;
     for (int T = 1; T <= TM; ++T)
-      for (const auto& c : kIntConfigs)
-        if (qmatvec_config_available(bits, T, c)) {
+      for (size_t k = 0; k < ncfg; ++k)
+        if (qmatvec_config_available(bits, T, cfgs[k])) {
           ++calls;
-          badi += mismatches(run(T, dx.as<float>(), c), T, y1i, &firsti);
+          badf += mismatches(run(T, dx.as<float>(), cfgs[k]), T, y1f, &firstf);
         }
-    record_bool(std::string(tag) + " integer: all launch shapes x T=1..9 bitwise", badi == 0,
-                std::to_string(calls) + " calls, " + std::to_string(badi) + " mismatches" +
-                    (badi ? ", first " + firsti : std::string()));
-  }
-  // each 4-bit kernel family on its own (whichever is the default): every launch shape and every T
-  // gives bitwise its 1-row results. Tensor cores: both pipelines, T = 1..9, vs the first shape's
-  // 1-row calls; SIMT: T = 2..9 of its default shapes and all shapes at T = 1, 2.
-  std::vector<std::vector<float>> y1t(TM);
-  for (int64_t t = 0; t < TM; ++t) y1t[t] = run(1, dx.as<float>() + t * cols, kTcConfigs[0]);
-  bad = 0;
-  first.clear();
-  int shapes = 0;
-  for (int T = 1; T <= TM; ++T)
-    for (const auto& c : kTcConfigs)
-      if (qmatvec_config_available(bits, T, c)) {
-        ++shapes;
-        bad += mismatches(run(T, dx.as<float>(), c), T, y1t, &first);
-      }
-  record_bool(std::string(tag) + " tensor cores: all launch shapes x T=1..9 bitwise", bad == 0,
-              std::to_string(shapes) + " calls, " + std::to_string(bad) + " mismatches" + (bad ? ", first " + first : std::string()));
+    record_bool(std::string(tag) + " " + what + ": all launch shapes x T=1..9 bitwise", badf == 0,
+                std::to_string(calls) + " calls, " + std::to_string(badf) + " mismatches" +
+                    (badf ? ", first " + firstf : std::string()));
+  };
+  // each 4-bit kernel family on its own (whichever is the default): the integer kernel (the
+  // default), the tensor cores (both pipelines), SIMT (T = 2..9 of its default shapes and all shapes
+  // at T = 1, 2)
+  family_bitwise("integer", kIntConfigs, std::size(kIntConfigs));
+  family_bitwise("tensor cores", kTcConfigs, std::size(kTcConfigs));
   for (int64_t t = 0; t < TM; ++t) y1s[t] = run(1, dx.as<float>() + t * cols, simt_config(1));
   bad = 0;
   for (int64_t T = 2; T <= TM; ++T) bad += mismatches(run(T, dx.as<float>(), simt_config(T)), T, y1s, nullptr);

@@ -230,9 +230,7 @@ struct Variant {
 template <int BITS, int R, int U, int TLO, int THI>
 Variant make_variant() {
   Variant v{BITS, R, U, TLO, THI, {}};
-  [&]<int... Is>(std::integer_sequence<int, Is...>) {
-    ((v.fns[TLO - 1 + Is] = &qmatvec_kernel<BITS, TLO + Is, R, U>), ...);
-  }(std::make_integer_sequence<int, THI - TLO + 1>{});
+  qm::fill_by_T<TLO, THI>(v.fns, [](auto t) { return &qmatvec_kernel<BITS, decltype(t)::value, R, U>; });
   return v;
 }
 

@@ -1,6 +1,12 @@
-// Device helpers shared by the 4/8-bit matvec kernels (qmatvec.cu: SIMT, qmatvec_int.cu: integer).
+// Helpers shared by the 4-bit matvec kernels (qmatvec.cu: SIMT, qmatvec_int.cu: integer,
+// qmatvec_tc.cu: tensor cores).
 #pragma once
+#include <cuda_runtime.h>
+
+#include <atomic>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 namespace mere::cuda::qm {
 
@@ -19,5 +25,43 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int k) {
 }
 
 __device__ __forceinline__ float bf16_to_f32(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+
+// fns[T - 1] = pick(std::integral_constant<int, T>{}) for T = TLO..THI: the per-T instantiations of
+// one kernel variant (the kernels take T as a template parameter).
+template <int TLO, int THI, class Fn, class Pick>
+void fill_by_T(Fn* fns, Pick pick) {
+  [&]<int... Is>(std::integer_sequence<int, Is...>) {
+    ((fns[TLO - 1 + Is] = pick(std::integral_constant<int, TLO + Is>{})), ...);
+  }(std::make_integer_sequence<int, THI - TLO + 1>{});
+}
+
+// Blocks a multiprocessor holds of each compiled kernel variant, asked of the runtime once per
+// (variant, T) and kept: 0 when the runtime cannot tell (the error is cleared, so the next launch
+// check does not report it). N = compiled variants at most.
+template <int N, int TMAX>
+class OccupancyCache {
+ public:
+  OccupancyCache() {
+    for (auto& row : occ_)
+      for (auto& v : row) v.store(-1);
+  }
+  template <class Fn>
+  int get(int variant, int64_t T, Fn fn, int threads) {
+    if (variant < 0 || variant >= N || T < 1 || T > TMAX) return 0;
+    std::atomic<int>& slot = occ_[variant][T - 1];
+    int occ = slot.load();
+    if (occ < 0) {
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fn, threads, 0) != cudaSuccess) {
+        occ = 0;
+        (void)cudaGetLastError();
+      }
+      slot.store(occ);
+    }
+    return occ;
+  }
+
+ private:
+  std::atomic<int> occ_[N][TMAX];
+};
 
 }  // namespace mere::cuda::qm

@@ -12,15 +12,14 @@
 // j mod 32, fma chain in chunk order, xor butterfly), so rows are bitwise batch-width invariant.
 //
 // Scheduling: the rows of all matrices of a launch (flat row space) are split evenly over a grid of
-// resident warps (occupancy x SMs, at most one wave), each warp taking its contiguous share in
-// batches of R rows (the last batch masked): no tail wave and no warp with more than one row over
-// the average (the SIMT kernel's 1.03-wave grids left SMs idle a third of the time, ncu).
+// resident warps (occupancy x SMs, at most one wave), each warp computing its contiguous share in
+// the same number of batches of at most R rows: no tail wave (the SIMT kernel's 1.03-wave grids
+// left SMs idle a third of the time, ncu) and no warp running a batch more than the others.
 #include "backend/cuda/qmatvec_int.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -192,9 +191,7 @@ struct IntVariant {
 template <int R, int U, int TLO, int THI, int MINB>
 IntVariant make_int() {
   IntVariant v{R, U, TLO, THI, {}};
-  [&]<int... Is>(std::integer_sequence<int, Is...>) {
-    ((v.fns[TLO - 1 + Is] = &qmatvec_int_kernel<TLO + Is, R, U, MINB>), ...);
-  }(std::make_integer_sequence<int, THI - TLO + 1>{});
+  qm::fill_by_T<TLO, THI>(v.fns, [](auto t) { return &qmatvec_int_kernel<decltype(t)::value, R, U, MINB>; });
   return v;
 }
 
@@ -218,24 +215,10 @@ const IntVariant* find_int(int64_t T, int R, int U, int* index) {
   return nullptr;
 }
 
-// blocks a multiprocessor holds of each compiled kernel (asked once each)
+// blocks a multiprocessor holds of each compiled kernel (at least 1: a launch needs a grid)
 int occupancy(int index, int64_t T, IntFn fn) {
-  static std::atomic<int> cache[8][kMaxSkinnyRows];
-  static const bool init = [] {
-    for (auto& a : cache)
-      for (auto& b : a) b.store(-1);
-    return true;
-  }();
-  (void)init;
-  int occ = cache[index][T - 1].load();
-  if (occ < 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fn, kWarps * 32, 0) != cudaSuccess || occ < 1) {
-      (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
-      occ = 1;
-    }
-    cache[index][T - 1].store(occ);
-  }
-  return occ;
+  static qm::OccupancyCache<8, kMaxSkinnyRows> cache;
+  return std::max(1, cache.get(index, T, fn, kWarps * 32));
 }
 
 }  // namespace
@@ -257,8 +240,11 @@ QMatvecConfig q4int_default(int64_t T) {
 }
 
 namespace {
-// Batches a warp for `total` rows with variant v: grid = every resident warp (at most one per R
-// rows), nb = ceil(ceil(total / warps) / R). Returns the block count; *nb is set.
+// Grid for `total` rows with variant v: every resident warp (one wave; rows spread evenly, so a warp
+// holds the ceiling or the floor of total / warps rows), fewer when there are fewer than R rows a
+// warp; every warp computes its rows in the same number of batches nb = ceil(ceil(total / warps) /
+// R), so none runs a batch more than the others (v6a cut 9-row warps into batches of 4, 4, 1 next to
+// 8-row warps' 4, 4: SMs idle 20% of the kernel, ncu). Returns the block count; *nb is set.
 int64_t int_grid(int index, const IntVariant* v, int64_t T, int64_t total, int sms, int* nb) {
   const int64_t R = v->R;
   const int64_t resident_warps = static_cast<int64_t>(occupancy(index, T, v->fns[T - 1])) * sms * kWarps;
@@ -273,7 +259,8 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
                   const QMatvecConfig& cfg, int sms) {
   int64_t total = 0;
   for (int i = 0; i < n; ++i) total += outs[i].W.rows;
-  int index = 0;
+  int index = 0, nb = 0;
+  int64_t blocks = 0;
   const IntVariant* v = nullptr;
   if (cfg.rows_per_warp == kIntFitRows) {
     // fit (a benchmark candidate, not yet measured): of the U = 1 shapes with R = 4, 3, 2 the one
@@ -282,15 +269,16 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
     // only 9 of 12 slots of 4
     int64_t best = 0;
     for (int R : {4, 3, 2}) {
-      int i = 0, nb = 0;
+      int i = 0, cnb = 0;
       const IntVariant* c = find_int(T, R, 1, &i);
       if (c == nullptr) continue;
-      const int64_t blocks = int_grid(i, c, T, total, sms, &nb);
-      const int64_t slots = static_cast<int64_t>(nb) * R * blocks * kWarps;
-      if (v == nullptr || slots < best) v = c, index = i, best = slots;
+      const int64_t cblocks = int_grid(i, c, T, total, sms, &cnb);
+      const int64_t slots = static_cast<int64_t>(cnb) * R * cblocks * kWarps;
+      if (v == nullptr || slots < best) v = c, index = i, best = slots, blocks = cblocks, nb = cnb;
     }
   } else {
     v = find_int(T, cfg.rows_per_warp, cfg.unroll, &index);
+    if (v != nullptr) blocks = int_grid(index, v, T, total, sms, &nb);
   }
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled integer kernel for T=", T, " rows_per_warp=", cfg.rows_per_warp,
              " unroll=", cfg.unroll);
@@ -305,13 +293,6 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
   }
   args.total = static_cast<int>(total);
   const IntFn fn = v->fns[T - 1];
-  // Grid: every resident warp (one wave; rows spread evenly, so a warp holds the ceiling or the
-  // floor of total / warps rows), fewer when there are fewer than R rows a warp. Every warp computes
-  // its rows in the same number of batches nb = ceil(ceil(total / warps) / R), so none runs a batch
-  // more than the others (v6a cut 9-row warps into batches of 4, 4, 1 next to 8-row warps' 4, 4:
-  // SMs idle 20% of the kernel, ncu).
-  int nb = 0;
-  const int64_t blocks = int_grid(index, v, T, total, sms, &nb);
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
   fn<<<static_cast<unsigned>(blocks), kWarps * 32, 0, s>>>(args, L.dg, L.dsx, static_cast<int>(cols), L.spans, nb);
   MERE_CUDA_CHECK_LAUNCH("qmatvec_int_kernel");

@@ -21,13 +21,13 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <utility>
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::detail {
@@ -458,19 +458,15 @@ struct TcVariant {
 template <int W, int R, int U, int MINB, int TMAX = kMaxSkinnyRows>
 TcVariant make_tc() {
   TcVariant v{0, W, R, U, {}, {}};
-  [&]<int... Is>(std::integer_sequence<int, Is...>) {
-    ((v.fns[Is] = &qmatvec_tc_kernel<Is + 1, W, R, U, MINB>), ...);
-  }(std::make_integer_sequence<int, TMAX>{});
+  qm::fill_by_T<1, TMAX>(v.fns, [](auto t) { return &qmatvec_tc_kernel<decltype(t)::value, W, R, U, MINB>; });
   return v;
 }
 // shared-memory pipeline: R tiles, S stages, MINB blocks an SM
 template <int R, int S, int MINB>
 TcVariant make_tcs() {
   TcVariant v{S, 4, R, 0, {}, {}};
-  [&]<int... Is>(std::integer_sequence<int, Is...>) {
-    ((v.fns[Is] = &qmatvec_tcs_kernel<Is + 1, R, S, MINB, true>), ...);
-    ((v.sync[Is] = &qmatvec_tcs_kernel<Is + 1, R, S, MINB, false>), ...);
-  }(std::make_integer_sequence<int, kMaxSkinnyRows>{});
+  qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) { return &qmatvec_tcs_kernel<decltype(t)::value, R, S, MINB, true>; });
+  qm::fill_by_T<1, kMaxSkinnyRows>(v.sync, [](auto t) { return &qmatvec_tcs_kernel<decltype(t)::value, R, S, MINB, false>; });
   return v;
 }
 
@@ -557,27 +553,12 @@ void q4tc_launch(cudaStream_t s, const QWeightView& W, const float* tc, int64_t 
 QMatvecConfig q4tc_default(int64_t T, int64_t rows, int sms) {
   int n = 0;
   const TcVariant* table = tc_variants(&n);
-  // occupancy (blocks per SM) of each compiled kernel, asked once
-  static std::atomic<int> occ_cache[16][kMaxSkinnyRows];
-  static std::atomic<bool> init{false};
-  if (!init.load()) {
-    for (auto& a : occ_cache)
-      for (auto& b : a) b.store(-1);
-    init.store(true);
-  }
+  static qm::OccupancyCache<16, kMaxSkinnyRows> occ_cache;  // blocks per SM of each compiled kernel
   double best = -1.0;
   int pick = -1;
   for (int i = 0; i < n && i < 16; ++i) {
     if (table[i].fns[T - 1] == nullptr) continue;
-    int occ = occ_cache[i][T - 1].load();
-    if (occ < 0) {
-      occ = 0;
-      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, table[i].fns[T - 1], table[i].W * 32, 0) != cudaSuccess) {
-        occ = 0;
-        (void)cudaGetLastError();  // not sticky; do not let the next launch check report it
-      }
-      occ_cache[i][T - 1].store(occ);
-    }
+    const int occ = occ_cache.get(i, T, table[i].fns[T - 1], table[i].W * 32);
     if (occ <= 0) continue;
     const double blocks = static_cast<double>((rows + 16 * table[i].R - 1) / (16 * table[i].R));
     const double cap = static_cast<double>(occ) * sms;
