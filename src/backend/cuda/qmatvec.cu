@@ -202,12 +202,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int t = 0; t < T; ++t) {
-      float v = acc[r][t];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
-      acc[r][t] = v;
-    }
+    for (int t = 0; t < T; ++t) acc[r][t] = qm::butterfly_sum(acc[r][t]);
   // lane (r*T + t) % 32 stores (r, t): spreads the stores over the warp
 #pragma unroll
   for (int r = 0; r < R; ++r)

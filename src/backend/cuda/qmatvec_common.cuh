@@ -26,6 +26,14 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int k) {
 
 __device__ __forceinline__ float bf16_to_f32(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
 
+// The contracts' lane reduction: xor butterfly over the 32 lanes (offsets 16, 8, 4, 2, 1), every
+// lane ends with the same sum.
+__device__ __forceinline__ float butterfly_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
 // fns[T - 1] = pick(std::integral_constant<int, T>{}) for T = TLO..THI: the per-T instantiations of
 // one kernel variant (the kernels take T as a template parameter).
 template <int TLO, int THI, class Fn, class Pick>

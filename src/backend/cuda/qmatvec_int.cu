@@ -168,9 +168,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
       for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int t = 0; t < T; ++t) {
-          float v = acc[r][t];
-#pragma unroll
-          for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+          const float v = qm::butterfly_sum(acc[r][t]);
           if (r < nr && lane == (r * T + t) % 32) {
             float* yp = M.y + static_cast<size_t>(t) * M.rows + l0 + r;
             *yp = M.accumulate ? __fadd_rn(*yp, v) : v;
