@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
 namespace {
@@ -38,6 +39,7 @@ __global__ void __launch_bounds__(kThreads)
     attn_partial_kernel(const float* __restrict__ q, const KV* __restrict__ k, const KV* __restrict__ v, int len,
                         int nkv, float scale, int span, int nsplit, float* __restrict__ part_o,
                         float* __restrict__ part_ml) {
+  pdl_begin();
   constexpr int VE = 16 / static_cast<int>(sizeof(KV));  // elements per 16-byte load
   constexpr int KB = 8;                                  // loads in flight per thread (K pass)
   extern __shared__ float smem[];
@@ -158,6 +160,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kHD)
     attn_combine_kernel(const float* __restrict__ part_o, const float* __restrict__ part_ml, int nsplit, int G,
                         float* __restrict__ out) {
+  pdl_begin();
   const int h = blockIdx.x, d = threadIdx.x;
   const int kvh = h / G, g = h - kvh * G;
   float M = -INFINITY;
@@ -211,11 +214,11 @@ void launch(CudaDevice& dev, const float* q, const void* k, const void* v, int l
   float* part_ml = ws + static_cast<size_t>(nkv) * nsplit * G * kHD;
   const size_t smem = smem_bytes(G, span);
   MERE_CHECK(smem <= kSmemLimit, "cuda attention_decode", "shared memory: expected <= ", kSmemLimit, " bytes, got ", smem);
-  fn<<<dim3(static_cast<unsigned>(nkv), static_cast<unsigned>(nsplit)), kThreads, smem, dev.stream()>>>(
-      q, static_cast<const KV*>(k), static_cast<const KV*>(v), len, nkv, scale, span, nsplit, part_o, part_ml);
-  MERE_CUDA_CHECK_LAUNCH("attn_partial_kernel");
-  attn_combine_kernel<<<static_cast<unsigned>(nh), kHD, 0, dev.stream()>>>(part_o, part_ml, nsplit, G, out);
-  MERE_CUDA_CHECK_LAUNCH("attn_combine_kernel");
+  cuda::launch("attn_partial_kernel", fn, dim3(static_cast<unsigned>(nkv), static_cast<unsigned>(nsplit)), kThreads,
+               smem, dev.stream(), q, static_cast<const KV*>(k), static_cast<const KV*>(v), len, nkv, scale, span,
+               nsplit, part_o, part_ml);
+  cuda::launch("attn_combine_kernel", attn_combine_kernel, static_cast<unsigned>(nh), kHD, 0, dev.stream(), part_o,
+               part_ml, nsplit, G, out);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
 namespace {
@@ -50,6 +51,7 @@ template <int G, bool BF16>
 __global__ void __launch_bounds__(G * 32) attention_prefill_kernel(const float* __restrict__ q, const void* __restrict__ k,
                                                                    const void* __restrict__ v, int T, int pos0, int nkv,
                                                                    float scale, float* __restrict__ out) {
+  pdl_begin();
   extern __shared__ __align__(16) float sm[];
   float* qs = sm;                              // [G][kRows][256], pre-scaled
   float* ks = qs + G * kRows * kHd;            // [32][260]
@@ -189,12 +191,13 @@ void launch(CudaDevice& dev, const float* q, const void* k, const void* v, KvTyp
   const int blocks = ((T + kRows - 1) / kRows) * nkv;
   if (kv == KvType::BF16) {
     MERE_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<G, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    attention_prefill_kernel<G, true><<<blocks, G * 32, smem, dev.stream()>>>(q, k, v, T, pos0, nkv, scale, out);
+    cuda::launch("attention_prefill_kernel", &attention_prefill_kernel<G, true>, blocks, G * 32, smem, dev.stream(), q,
+                 k, v, T, pos0, nkv, scale, out);
   } else {
     MERE_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<G, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    attention_prefill_kernel<G, false><<<blocks, G * 32, smem, dev.stream()>>>(q, k, v, T, pos0, nkv, scale, out);
+    cuda::launch("attention_prefill_kernel", &attention_prefill_kernel<G, false>, blocks, G * 32, smem, dev.stream(),
+                 q, k, v, T, pos0, nkv, scale, out);
   }
-  MERE_CUDA_CHECK_LAUNCH("attention_prefill_kernel");
 }
 
 }  // namespace

@@ -2,11 +2,24 @@
 // errors, stream-ordered copies. Every CUDA call is checked (cuda_check.h).
 #include "backend/cuda/device.h"
 
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
+
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("MERE_CUDA_PDL");
+    const std::string_view v = e ? e : "";
+    MERE_CHECK(v.empty() || v == "0" || v == "1", "MERE_CUDA_PDL", "expected 0 or 1, got '", v, "'");
+    return v != "0";
+  }();
+  return on;
+}
 
 DeviceGuard::DeviceGuard(int ordinal) {
   MERE_CUDA_CHECK(cudaGetDevice(&previous_));

@@ -4,6 +4,7 @@
 #include "backend/cuda/gdn.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
 namespace {
@@ -25,6 +26,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     gdn_decode_kernel(float* __restrict__ S, const float* __restrict__ q, const float* __restrict__ k,
                       const float* __restrict__ v, const float* __restrict__ g, const float* __restrict__ beta, int T,
                       int Hk, int Hv, float* __restrict__ o) {
+  pdl_begin();
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);  // h * Dv + i
   if (row >= Hv * kD) return;
@@ -64,9 +66,8 @@ void gdn_decode(CudaDevice& dev, float* S, const float* q, const float* k, const
   MERE_CHECK(T >= 1 && T * Hv * kD < (int64_t{1} << 31), "cuda gdn_decode", "token count out of range, got ", T);
   DeviceGuard guard(dev.ordinal());
   const int rows = static_cast<int>(Hv * kD);
-  gdn_decode_kernel<<<(rows + kWarps - 1) / kWarps, kWarps * 32, 0, dev.stream()>>>(
-      S, q, k, v, g, beta, static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
-  MERE_CUDA_CHECK_LAUNCH("gdn_decode_kernel");
+  launch("gdn_decode_kernel", gdn_decode_kernel, (rows + kWarps - 1) / kWarps, kWarps * 32, 0, dev.stream(), S, q, k,
+         v, g, beta, static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
 }
 
 }  // namespace mere::cuda

@@ -3,6 +3,7 @@
 #include "backend/cuda/gdn_prefill.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
 namespace {
@@ -39,6 +40,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_kernel(float* __restrict
                                                                const float* __restrict__ g,
                                                                const float* __restrict__ beta, int T, int Hk, int Hv,
                                                                float* __restrict__ o) {
+  pdl_begin();
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Stage* st = reinterpret_cast<Stage*>(smem_raw);         // [2]
   float* os = reinterpret_cast<float*>(st + 2);           // [kChunk][kRowsPerBlock]
@@ -151,9 +153,8 @@ void gdn_prefill(CudaDevice& dev, float* S, const float* q, const float* k, cons
   const int smem = static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float));
   MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int blocks = static_cast<int>(Hv * (kD / kRowsPerBlock));
-  gdn_prefill_kernel<<<blocks, kThreads, smem, dev.stream()>>>(S, q, k, v, g, beta, static_cast<int>(T),
-                                                               static_cast<int>(Hk), static_cast<int>(Hv), o);
-  MERE_CUDA_CHECK_LAUNCH("gdn_prefill_kernel");
+  launch("gdn_prefill_kernel", gdn_prefill_kernel, blocks, kThreads, smem, dev.stream(), S, q, k, v, g, beta,
+         static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
 }
 
 }  // namespace mere::cuda

@@ -15,6 +15,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
 namespace {
@@ -115,6 +116,7 @@ __device__ __forceinline__ void dequant_store(const uint8_t* raw, uint8_t* wtile
 
 template <int BITS, int MI, bool SBA>
 __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
+  pdl_begin();
   constexpr int BM = 32 * MI;
   using G = Geo<BITS, BM, SBA>;
   constexpr int S = G::kStages;
@@ -315,6 +317,7 @@ __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
 
 __global__ void splitk_reduce_kernel(const float* __restrict__ ws, int splits, int64_t stride, int M, int N,
                                      float* __restrict__ y, int64_t ldy) {
+  pdl_begin();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(M) * N) return;
   const int64_t m = i / N, n = i - m * N;
@@ -326,6 +329,7 @@ __global__ void splitk_reduce_kernel(const float* __restrict__ ws, int splits, i
 // 8 consecutive floats -> 8 bf16 in the order {0,4,1,5,2,6,3,7}
 __global__ void prepare_x_kernel(const float* __restrict__ x, const int32_t* __restrict__ idx, int64_t P, int K,
                                  int64_t ldx, uint16_t* __restrict__ xq) {
+  pdl_begin();
   const int per_row = K / 8;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= P * per_row) return;
@@ -344,6 +348,7 @@ __global__ void prepare_x_kernel(const float* __restrict__ x, const int32_t* __r
 
 __global__ void prepare_x_scalar_kernel(const float* __restrict__ x, const int32_t* __restrict__ idx, int64_t P, int K,
                                         int64_t ldx, uint16_t* __restrict__ xq) {
+  pdl_begin();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= P * K) return;
   const int64_t p = i / K;
@@ -362,6 +367,7 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(const int32_t* _
                                                                 int32_t* __restrict__ offsets,
                                                                 int32_t* __restrict__ row_token,
                                                                 int32_t* __restrict__ pair_row) {
+  pdl_begin();
   extern __shared__ int32_t sm[];
   int32_t* base = sm;           // [E]: offsets[e] + pairs of expert e in earlier chunks
   int32_t* wc = sm + E;         // [32][E]: per-warp counts, then per-warp starts
@@ -412,6 +418,7 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(const int32_t* _
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, int64_t ldy, const int32_t* __restrict__ pair_row,
                                    const float* __restrict__ w, int T, int k, int N, float* __restrict__ out, bool accumulate) {
+  pdl_begin();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(T) * N) return;
   const int64_t t = i / N, n = i - t * N;
@@ -425,8 +432,7 @@ void launch(CudaDevice& dev, const Params& p, dim3 grid) {
   constexpr int smem = Geo<BITS, 32 * MI, SBA>::kSmem;
   // set on every call (cheap): the attribute belongs to the current device, no process-global state here
   MERE_CUDA_CHECK(cudaFuncSetAttribute(qgemm_kernel<BITS, MI, SBA>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  qgemm_kernel<BITS, MI, SBA><<<grid, kThreads, smem, dev.stream()>>>(p);
-  MERE_CUDA_CHECK_LAUNCH("qgemm_kernel");
+  cuda::launch("qgemm_kernel", &qgemm_kernel<BITS, MI, SBA>, grid, kThreads, smem, dev.stream(), p);
 }
 
 template <bool SBA>
@@ -469,14 +475,13 @@ void qgemm_prepare_x_gather(CudaDevice& dev, const float* x, const int32_t* idx,
   const bool vec = (ldx % 4) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   if (vec) {
     const int64_t n = P * (K / 8);
-    prepare_x_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream()>>>(x, idx, P, static_cast<int>(K),
-                                                                                       ldx, xq);
+    launch("qgemm prepare_x", prepare_x_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(), x, idx,
+           P, static_cast<int>(K), ldx, xq);
   } else {
     const int64_t n = P * K;
-    prepare_x_scalar_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream()>>>(
-        x, idx, P, static_cast<int>(K), ldx, xq);
+    launch("qgemm prepare_x_scalar", prepare_x_scalar_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0,
+           dev.stream(), x, idx, P, static_cast<int>(K), ldx, xq);
   }
-  MERE_CUDA_CHECK_LAUNCH("qgemm prepare_x");
 }
 
 QGemmConfig qgemm_default_config(const CudaDevice& dev, const QWeightView& W, int64_t T, bool have_ws) {
@@ -538,9 +543,8 @@ void qgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
   dispatch(dev, W.bits, cfg.bm, cfg.scale_prefetch == 1, p, grid);
   if (splits > 1) {
     const int64_t n = T * W.rows;
-    splitk_reduce_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream()>>>(
-        ws, splits, p.split_stride, static_cast<int>(T), static_cast<int>(W.rows), y, ldy);
-    MERE_CUDA_CHECK_LAUNCH("qgemm splitk_reduce");
+    launch("qgemm splitk_reduce", splitk_reduce_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(),
+           ws, splits, p.split_stride, static_cast<int>(T), static_cast<int>(W.rows), y, ldy);
   }
 }
 
@@ -581,19 +585,16 @@ void moe_sort_pairs(CudaDevice& dev, const int32_t* ids, int64_t T, int64_t k, i
   DeviceGuard guard(dev.ordinal());
   const int smem = static_cast<int>(33 * E * 4);
   MERE_CUDA_CHECK(cudaFuncSetAttribute(moe_sort_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  moe_sort_kernel<<<1, kSortThreads, smem, dev.stream()>>>(ids, static_cast<int>(T * k),
-                                                                             static_cast<int>(k), static_cast<int>(E),
-                                                                             offsets, row_token, pair_row);
-  MERE_CUDA_CHECK_LAUNCH("moe_sort_kernel");
+  launch("moe_sort_kernel", moe_sort_kernel, 1, kSortThreads, smem, dev.stream(), ids, static_cast<int>(T * k),
+         static_cast<int>(k), static_cast<int>(E), offsets, row_token, pair_row);
 }
 
 void moe_combine(CudaDevice& dev, const float* y, int64_t ldy, const int32_t* pair_row, const float* w, int64_t T,
                  int64_t k, int64_t N, float* out, bool accumulate) {
   DeviceGuard guard(dev.ordinal());
   const int64_t n = T * N;
-  moe_combine_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream()>>>(
-      y, ldy, pair_row, w, static_cast<int>(T), static_cast<int>(k), static_cast<int>(N), out, accumulate);
-  MERE_CUDA_CHECK_LAUNCH("moe_combine_kernel");
+  launch("moe_combine_kernel", moe_combine_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(), y,
+         ldy, pair_row, w, static_cast<int>(T), static_cast<int>(k), static_cast<int>(N), out, accumulate);
 }
 
 }  // namespace mere::cuda

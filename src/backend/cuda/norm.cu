@@ -3,6 +3,7 @@
 #include "backend/cuda/norm.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
 namespace {
@@ -11,6 +12,7 @@ constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int n, float eps, float* __restrict__ y) {
+  pdl_begin();
   __shared__ float partial[kThreads / 32];
   __shared__ float scale;
   const float* xr = x + static_cast<size_t>(blockIdx.x) * n;
@@ -38,8 +40,8 @@ void rms_norm(CudaDevice& dev, const float* x, const float* w, int64_t T, int64_
   MERE_CHECK(T >= 1 && T < (int64_t{1} << 31), "cuda rms_norm", "row count out of range: expected >= 1, got ", T);
   MERE_CHECK(n >= 1 && n < (int64_t{1} << 31), "cuda rms_norm", "width out of range: expected >= 1, got ", n);
   DeviceGuard guard(dev.ordinal());
-  rms_norm_kernel<<<static_cast<unsigned>(T), kThreads, 0, dev.stream()>>>(x, w, static_cast<int>(n), eps, y);
-  MERE_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+  launch("rms_norm_kernel", rms_norm_kernel, static_cast<unsigned>(T), kThreads, 0, dev.stream(), x, w,
+         static_cast<int>(n), eps, y);
 }
 
 }  // namespace mere::cuda

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_int.h"
 #include "backend/cuda/qmatvec_prep.cuh"
@@ -64,6 +65,7 @@ using prep::xs_stride;
 
 // One thread per (t, chunk of 16 columns): the 8-bit prepare (4-bit: detail::q4_prepare).
 __global__ void q8_prepare_kernel(const float* __restrict__ x, int T, int cols, prep::Layout L) {
+  pdl_begin();
   const int nchunk = cols / 16;
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= T * nchunk) return;
@@ -96,6 +98,7 @@ struct SimtArgs {
 template <int BITS, int T, int R, int U>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     qmatvec_kernel(const SimtArgs args, const float* __restrict__ ws, int cols) {
+  pdl_begin();
   constexpr int E = 128 / BITS;  // columns per 16-byte chunk
   constexpr int PW = 32 / BITS;  // columns per word
   constexpr int UPC = E / 4;     // float4 units of x per chunk
@@ -329,9 +332,8 @@ void qmatvec_prepare(CudaDevice& dev, const float* x, int64_t T, int64_t cols, i
   }
   const int n = static_cast<int>(T * (cols / 16));
   const int threads = 128, blocks = (n + threads - 1) / threads;
-  q8_prepare_kernel<<<blocks, threads, 0, dev.stream()>>>(x, static_cast<int>(T), static_cast<int>(cols),
-                                                          prep::layout(ws, T, cols, 8));
-  MERE_CUDA_CHECK_LAUNCH("q8_prepare_kernel");
+  launch("q8_prepare_kernel", q8_prepare_kernel, blocks, threads, 0, dev.stream(), x, static_cast<int>(T),
+         static_cast<int>(cols), prep::layout(ws, T, cols, 8));
 }
 
 bool qmatvec_tensor_cores(int bits) { return bits == 4 && tensor_core_default(); }
@@ -378,8 +380,8 @@ void qmatvec_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const float* 
                         static_cast<int>(W.rows), static_cast<int>(warps), outs[i].accumulate ? 1 : 0};
   }
   const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  v->fns[T - 1]<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, dev.stream()>>>(args, ws, static_cast<int>(cols));
-  MERE_CUDA_CHECK_LAUNCH("qmatvec_kernel");
+  launch("qmatvec_kernel", v->fns[T - 1], static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, dev.stream(), args, ws,
+         static_cast<int>(cols));
 }
 
 void qmatvec(CudaDevice& dev, const QWeightView& W, const float* ws, int64_t T, float* y, QMatvecConfig cfg) {

@@ -27,6 +27,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
 
@@ -180,6 +181,7 @@ __global__ void __launch_bounds__(W * 32, MINB)
     qmatvec_tc_kernel(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ scales,
                       const uint16_t* __restrict__ biases, const uint4* __restrict__ frag,
                       const float2* __restrict__ gsx, int rows, int cols, float* __restrict__ y) {
+  pdl_begin();
   constexpr int TPT = kTokensPerTile;
   constexpr int NT = (T + TPT - 1) / TPT;  // n-tiles of 8 columns (TPT tokens x hi/lo)
   constexpr int SPW = kSlices / W;
@@ -306,6 +308,7 @@ __global__ void __launch_bounds__(128, MINB)
     qmatvec_tcs_kernel(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ scales,
                        const uint16_t* __restrict__ biases, const uint4* __restrict__ frag,
                        const float2* __restrict__ gsx, int rows, int cols, float* __restrict__ y) {
+  pdl_begin();
   constexpr int W = 4;
   static_assert(W == kSlices, "one slice a warp");
   constexpr int TPT = kTokensPerTile;
@@ -426,6 +429,7 @@ __global__ void __launch_bounds__(128, MINB)
 // One thread per (token, group, lane slot 0..7): slot = 4*(part lo) + quarter q; the thread loads
 // the 16 columns 16q..16q+15 of the group and emits its part of both layouts (qmatvec_prep.cuh).
 __global__ void q4_prepare_kernel(const float* __restrict__ x, int T, int cols, prep::Layout L) {
+  pdl_begin();
   const int ng = cols >> 6;
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   const bool valid = idx < T * ng * 8;  // whole 8-lane sets are valid or not (T*ng*8 is a multiple of 8)
@@ -519,8 +523,7 @@ void q4_prepare(cudaStream_t s, const float* x, int T, int cols, float* ws) {
   const int64_t ng = cols / 64;
   const int n = static_cast<int>(T * ng * 8);
   const int threads = 256, blocks = (n + threads - 1) / threads;
-  q4_prepare_kernel<<<blocks, threads, 0, s>>>(x, T, cols, prep::layout(ws, T, cols, 4));
-  MERE_CUDA_CHECK_LAUNCH("q4_prepare_kernel");
+  launch("q4_prepare_kernel", q4_prepare_kernel, blocks, threads, 0, s, x, T, cols, prep::layout(ws, T, cols, 4));
 }
 
 bool q4tc_available(int64_t T, const QMatvecConfig& cfg) {
@@ -544,10 +547,9 @@ void q4tc_launch(cudaStream_t s, const QWeightView& W, const float* tc, int64_t 
   const bool async_sb = ng % 4 == 0 && reinterpret_cast<uintptr_t>(W.scales) % 8 == 0 &&
                         reinterpret_cast<uintptr_t>(W.biases) % 8 == 0;
   const TcFn fn = (v.S > 0 && !async_sb) ? v.sync[T - 1] : v.fns[T - 1];
-  fn<<<static_cast<unsigned>(blocks), v.W * 32, 0, s>>>(
-      W.codes, W.scales, W.biases, reinterpret_cast<const uint4*>(tc), reinterpret_cast<const float2*>(tc + T * ng * 64),
-      static_cast<int>(W.rows), static_cast<int>(W.cols), y);
-  MERE_CUDA_CHECK_LAUNCH("qmatvec_tc_kernel");
+  launch("qmatvec_tc_kernel", fn, static_cast<unsigned>(blocks), v.W * 32, 0, s, W.codes, W.scales, W.biases,
+         reinterpret_cast<const uint4*>(tc), reinterpret_cast<const float2*>(tc + T * ng * 64), static_cast<int>(W.rows),
+         static_cast<int>(W.cols), y);
 }
 
 QMatvecConfig q4tc_default(int64_t T, int64_t rows, int sms) {

@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mere::cuda::k {
 namespace {
@@ -39,6 +40,7 @@ __global__ void __launch_bounds__(kThreads)
     attn_prepare_kernel(const float* qg, const float* k, const float* v, const float* q_norm, const float* k_norm,
                         const int32_t* pos, int nh, int nkv, int hd, int rotary_dim, double theta, float eps, float* q,
                         float* kc, float* vc) {
+  pdl_begin();
   __shared__ float partial[kThreads / 32];
   __shared__ float buf[kMaxHd];
   const int blk = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
@@ -77,6 +79,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     attn_split_kernel(const float* q, const float* kc, const float* vc, const int32_t* pos, int nh, int nkv, int hd,
                       float scale, float* ws) {
+  pdl_begin();
   __shared__ float partial[kThreads / 32];
   __shared__ float qs[kMaxHd];
   __shared__ float pr[kThreads];
@@ -135,6 +138,7 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void __launch_bounds__(kThreads)
     attn_combine_kernel(const float* ws, int nh, int hd, int spans, float* out) {
+  pdl_begin();
   const int h = blockIdx.x, t = blockIdx.y;
   const float* base = ws + (static_cast<int64_t>(t) * nh + h) * spans * (hd + 2);
   float M = -INFINITY;
@@ -211,6 +215,7 @@ template <int HD, int G>
 __global__ void __launch_bounds__(kGqaThreads, 1)
     attn_gqa_split_kernel(const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc,
                           const int32_t* __restrict__ pos, int nh, int nkv, float scale, float* __restrict__ ws) {
+  pdl_begin();
   constexpr int PER = HD / 32;                // score pass: dims a lane owns
   constexpr int VEC = PER >= 4 ? 4 : PER;     // ... in chunks of VEC
   constexpr int NCH = PER / VEC;
@@ -366,7 +371,8 @@ __global__ void __launch_bounds__(kGqaThreads, 1)
 template <int HD, int G>
 void launch_gqa(cudaStream_t s, dim3 grid, const float* q, const float* kc, const float* vc, const int32_t* pos,
                 int nh, int nkv, float scale, float* ws) {
-  attn_gqa_split_kernel<HD, G><<<grid, kGqaThreads, 0, s>>>(q, kc, vc, pos, nh, nkv, scale, ws);
+  launch("attn_gqa_split_kernel", &attn_gqa_split_kernel<HD, G>, grid, kGqaThreads, 0, s, q, kc, vc, pos, nh, nkv, scale,
+         ws);
 }
 
 template <int HD>
@@ -385,6 +391,7 @@ void launch_gqa_g(int G, cudaStream_t s, dim3 grid, const float* q, const float*
 }
 
 __global__ void sigmoid_gate_kernel(float* out, const float* qg, int nh, int hd, int64_t n) {
+  pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const int64_t row = i / hd;  // (t, h)
@@ -401,10 +408,9 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
   MERE_CHECK(hd <= kMaxHd && rotary_dim <= hd && rotary_dim % 2 == 0, "cuda attention", "head_dim ", hd,
              " / rotary_dim ", rotary_dim, " unsupported: expected head_dim <= ", kMaxHd);
   dim3 grid(static_cast<unsigned>(nh + nkv), static_cast<unsigned>(T));
-  attn_prepare_kernel<<<grid, kThreads, 0, s>>>(qg, k, v, q_norm, k_norm, pos, static_cast<int>(nh),
-                                                static_cast<int>(nkv), static_cast<int>(hd),
-                                                static_cast<int>(rotary_dim), theta, eps, q, kc, vc);
-  MERE_CUDA_CHECK_LAUNCH("attn_prepare_kernel");
+  launch("attn_prepare_kernel", attn_prepare_kernel, grid, kThreads, 0, s, qg, k, v, q_norm, k_norm, pos,
+         static_cast<int>(nh), static_cast<int>(nkv), static_cast<int>(hd), static_cast<int>(rotary_dim), theta, eps, q,
+         kc, vc);
 }
 
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans) { return T * nh * spans * (hd + 2); }
@@ -413,12 +419,11 @@ void attention(cudaStream_t s, const float* q, const float* kc, const float* vc,
                int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out) {
   MERE_CHECK(hd <= kMaxHd && nh % nkv == 0, "cuda attention", "unsupported heads ", nh, "/", nkv, " head_dim ", hd);
   dim3 grid(static_cast<unsigned>(nh), static_cast<unsigned>(spans), static_cast<unsigned>(T));
-  attn_split_kernel<<<grid, kThreads, 0, s>>>(q, kc, vc, pos, static_cast<int>(nh), static_cast<int>(nkv),
-                                              static_cast<int>(hd), scale, ws);
-  MERE_CUDA_CHECK_LAUNCH("attn_split_kernel");
+  launch("attn_split_kernel", attn_split_kernel, grid, kThreads, 0, s, q, kc, vc, pos, static_cast<int>(nh),
+         static_cast<int>(nkv), static_cast<int>(hd), scale, ws);
   dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
-  attn_combine_kernel<<<g2, kThreads, 0, s>>>(ws, static_cast<int>(nh), static_cast<int>(hd), spans, out);
-  MERE_CUDA_CHECK_LAUNCH("attn_combine_kernel");
+  launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, static_cast<int>(nh), static_cast<int>(hd),
+         spans, out);
 }
 
 bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd) {
@@ -437,17 +442,14 @@ void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float*
   if (hd == 64) launch_gqa_g<64>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
   else if (hd == 128) launch_gqa_g<128>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
   else launch_gqa_g<256>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
-  MERE_CUDA_CHECK_LAUNCH("attn_gqa_split_kernel");
   dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
-  attn_combine_kernel<<<g2, kThreads, 0, s>>>(ws, inh, static_cast<int>(hd), spans, out);
-  MERE_CUDA_CHECK_LAUNCH("attn_combine_kernel");
+  launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, inh, static_cast<int>(hd), spans, out);
 }
 
 void sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_t nh, int64_t hd) {
   const int64_t n = T * nh * hd;
-  sigmoid_gate_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(out, qg, static_cast<int>(nh),
-                                                                             static_cast<int>(hd), n);
-  MERE_CUDA_CHECK_LAUNCH("sigmoid_gate_kernel");
+  launch("sigmoid_gate_kernel", sigmoid_gate_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, s, out, qg,
+         static_cast<int>(nh), static_cast<int>(hd), n);
 }
 
 }  // namespace mere::cuda::k

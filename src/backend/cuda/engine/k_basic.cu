@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::k {
@@ -15,6 +16,7 @@ __device__ __forceinline__ float bf(uint16_t b) { return __uint_as_float(static_
 
 __global__ void embed_kernel(const void* data, const uint16_t* scales, const uint16_t* biases, int bits, bool is_bf16,
                              const int32_t* ids, int H, float* out) {
+  pdl_begin();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   const int t = blockIdx.y;
   if (c >= H) return;
@@ -68,6 +70,7 @@ template <int PREP>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
                     float eps, float* y, int64_t ys, prep::Layout L) {
+  pdl_begin();
   float* xr = x + blockIdx.x * xs;
   float* yr = y + blockIdx.x * ys;
   float ss = 0.0f;
@@ -96,6 +99,7 @@ template <int PREP>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_v4_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
                        float eps, float* y, int64_t ys, prep::Layout L) {
+  pdl_begin();
   float4* xr = reinterpret_cast<float4*>(x + blockIdx.x * xs);
   float4* yr = reinterpret_cast<float4*>(y + blockIdx.x * ys);
   const float4* ar = add ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * n) : nullptr;
@@ -144,11 +148,13 @@ bool norm_v4_ok(const void* x, int64_t xs, const void* add, const void* w, int64
 }
 
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
+  pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) x[i] = __fadd_rn(x[i], y[i]);
 }
 
 __global__ void swiglu_kernel(float* g, const float* u, int64_t n) {
+  pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) g[i] = __fmul_rn(silu(g[i]), u[i]);
 }
@@ -160,6 +166,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_q_kernel(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ scales,
                   const uint16_t* __restrict__ biases, int rows, int cols, const float* __restrict__ x, int x_div,
                   const int32_t* __restrict__ sel, float* __restrict__ y) {
+  pdl_begin();
   constexpr int kPer = 128 / BITS;  // columns in a 16-byte chunk
   const int lane = threadIdx.x & 31;
   const int r = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
@@ -195,6 +202,7 @@ template <bool BF16>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_f_kernel(const void* __restrict__ data, int rows, int cols, const float* __restrict__ x, int x_div,
                   const int32_t* __restrict__ sel, float* __restrict__ y) {
+  pdl_begin();
   const int lane = threadIdx.x & 31;
   const int r = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
   const int p = blockIdx.y;
@@ -221,6 +229,7 @@ __device__ __forceinline__ void arg_take(float x, int i, float& best, int& idx, 
   if (x > best || (idx == n && x == best)) best = x, idx = i;
 }
 __global__ void __launch_bounds__(kArgThreads) argmax_kernel(const float* __restrict__ v, int n, int32_t* out) {
+  pdl_begin();
   __shared__ float bv[kArgThreads / 32];
   __shared__ int bi[kArgThreads / 32];
   float best = -INFINITY;
@@ -268,8 +277,8 @@ __global__ void __launch_bounds__(kArgThreads) argmax_kernel(const float* __rest
 
 void embed(cudaStream_t s, const DMat& E, const int32_t* ids, int64_t T, float* out) {
   dim3 grid(blocks(E.cols, 256), static_cast<unsigned>(T));
-  embed_kernel<<<grid, 256, 0, s>>>(E.data, E.scales, E.biases, E.bits, E.bf16, ids, static_cast<int>(E.cols), out);
-  MERE_CUDA_CHECK_LAUNCH("embed_kernel");
+  launch("embed_kernel", embed_kernel, grid, 256, 0, s, E.data, E.scales, E.biases, E.bits, E.bf16, ids,
+         static_cast<int>(E.cols), out);
 }
 
 namespace {
@@ -277,12 +286,11 @@ template <int PREP>
 void launch_norm(cudaStream_t s, float* x, int64_t xs, const float* add, const float* w, int64_t T, int64_t n, float eps,
                  float* y, int64_t ys, const prep::Layout& L) {
   if (norm_v4_ok(x, xs, add, w, n, y, ys))
-    rms_norm_v4_kernel<PREP><<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, xs, add, w, static_cast<int>(n), eps,
-                                                                                y, ys, L);
+    launch("rms_norm_v4_kernel", &rms_norm_v4_kernel<PREP>, static_cast<unsigned>(T), kNormThreads, 0, s, x, xs, add, w,
+           static_cast<int>(n), eps, y, ys, L);
   else
-    rms_norm_kernel<PREP><<<static_cast<unsigned>(T), kNormThreads, 0, s>>>(x, xs, add, w, static_cast<int>(n), eps, y,
-                                                                             ys, L);
-  MERE_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+    launch("rms_norm_kernel", &rms_norm_kernel<PREP>, static_cast<unsigned>(T), kNormThreads, 0, s, x, xs, add, w,
+           static_cast<int>(n), eps, y, ys, L);
 }
 }  // namespace
 
@@ -305,13 +313,11 @@ void rms_norm_prep(cudaStream_t s, float* x, const float* add, const float* w, i
 }
 
 void add(cudaStream_t s, float* x, const float* y, int64_t n) {
-  add_kernel<<<blocks(n, 256), 256, 0, s>>>(x, y, n);
-  MERE_CUDA_CHECK_LAUNCH("add_kernel");
+  launch("add_kernel", add_kernel, blocks(n, 256), 256, 0, s, x, y, n);
 }
 
 void swiglu(cudaStream_t s, float* g, const float* u, int64_t n) {
-  swiglu_kernel<<<blocks(n, 256), 256, 0, s>>>(g, u, n);
-  MERE_CUDA_CHECK_LAUNCH("swiglu_kernel");
+  launch("swiglu_kernel", swiglu_kernel, blocks(n, 256), 256, 0, s, g, u, n);
 }
 
 void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_div, const int32_t* sel, float* y) {
@@ -319,21 +325,19 @@ void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_di
   dim3 grid(blocks(W.rows, kGemvWarps), static_cast<unsigned>(P));
   const int rows = static_cast<int>(W.rows), cols = static_cast<int>(W.cols), xd = static_cast<int>(x_div);
   if (W.bits == 4)
-    gemv_q_kernel<4><<<grid, kGemvWarps * 32, 0, s>>>(static_cast<const uint32_t*>(W.data), W.scales, W.biases, rows,
-                                                      cols, x, xd, sel, y);
+    launch("gemv_q_kernel<4>", &gemv_q_kernel<4>, grid, kGemvWarps * 32, 0, s, static_cast<const uint32_t*>(W.data),
+           W.scales, W.biases, rows, cols, x, xd, sel, y);
   else if (W.bits == 8)
-    gemv_q_kernel<8><<<grid, kGemvWarps * 32, 0, s>>>(static_cast<const uint32_t*>(W.data), W.scales, W.biases, rows,
-                                                      cols, x, xd, sel, y);
+    launch("gemv_q_kernel<8>", &gemv_q_kernel<8>, grid, kGemvWarps * 32, 0, s, static_cast<const uint32_t*>(W.data),
+           W.scales, W.biases, rows, cols, x, xd, sel, y);
   else if (W.bf16)
-    gemv_f_kernel<true><<<grid, kGemvWarps * 32, 0, s>>>(W.data, rows, cols, x, xd, sel, y);
+    launch("gemv_f_kernel<bf16>", &gemv_f_kernel<true>, grid, kGemvWarps * 32, 0, s, W.data, rows, cols, x, xd, sel, y);
   else
-    gemv_f_kernel<false><<<grid, kGemvWarps * 32, 0, s>>>(W.data, rows, cols, x, xd, sel, y);
-  MERE_CUDA_CHECK_LAUNCH("gemv kernel");
+    launch("gemv_f_kernel<f32>", &gemv_f_kernel<false>, grid, kGemvWarps * 32, 0, s, W.data, rows, cols, x, xd, sel, y);
 }
 
 void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out) {
-  argmax_kernel<<<1, kArgThreads, 0, s>>>(logits, static_cast<int>(V), out);
-  MERE_CUDA_CHECK_LAUNCH("argmax_kernel");
+  launch("argmax_kernel", argmax_kernel, 1, kArgThreads, 0, s, logits, static_cast<int>(V), out);
 }
 
 }  // namespace mere::cuda::k

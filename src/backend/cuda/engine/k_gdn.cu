@@ -3,6 +3,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::k {
@@ -12,6 +13,7 @@ constexpr int kMaxConvK = 8;
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 __global__ void conv_silu_kernel(float* state, const float* w, const float* raw, int T, int C, int K, float* out) {
+  pdl_begin();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float hist[kMaxConvK];
@@ -43,6 +45,7 @@ __device__ float block_sum(float v, float* partial) {  // fixed order: butterfly
 __global__ void __launch_bounds__(kPrepThreads)
     gdn_prepare_kernel(const float* mixed, const float* a, const float* b, const float* neg_a, const float* dt_bias,
                        int C, int Hk, int Dk, int Hv, int Dv, float* q, float* k, float* v, float* g, float* beta) {
+  pdl_begin();
   __shared__ float partial[kPrepThreads / 32];
   const int blk = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
   const float* m = mixed + static_cast<int64_t>(t) * C;
@@ -75,6 +78,7 @@ __global__ void __launch_bounds__(kPrepThreads)
 
 __global__ void gdn_generic_kernel(float* S, const float* q, const float* k, const float* v, const float* g,
                                    const float* beta, int T, int Hk, int Hv, int Dk, int Dv, float* o) {
+  pdl_begin();
   const int h = blockIdx.x, i = threadIdx.x;
   if (i >= Dv) return;
   const int kh = h / (Hv / Hk);
@@ -103,6 +107,7 @@ template <int PREP>
 __global__ void __launch_bounds__(kPrepThreads)
     gated_rms_norm_kernel(const float* x, const float* z, const float* w, int Hv, int Dv, float eps, float* y,
                           prep::Layout L) {
+  pdl_begin();
   __shared__ float partial[kPrepThreads / 32];
   const int64_t off = (static_cast<int64_t>(blockIdx.y) * Hv + blockIdx.x) * Dv;
   float ss = 0.0f;
@@ -124,9 +129,8 @@ void conv_silu(cudaStream_t s, float* state, const float* w, const float* raw, i
                float* out) {
   MERE_CHECK(K >= 1 && K <= kMaxConvK, "cuda conv", "conv kernel width out of range: expected 1..", kMaxConvK,
              ", got ", K);
-  conv_silu_kernel<<<static_cast<unsigned>((C + 255) / 256), 256, 0, s>>>(state, w, raw, static_cast<int>(T),
-                                                                         static_cast<int>(C), static_cast<int>(K), out);
-  MERE_CUDA_CHECK_LAUNCH("conv_silu_kernel");
+  launch("conv_silu_kernel", conv_silu_kernel, static_cast<unsigned>((C + 255) / 256), 256, 0, s, state, w, raw,
+         static_cast<int>(T), static_cast<int>(C), static_cast<int>(K), out);
 }
 
 void gdn_prepare(cudaStream_t s, const float* mixed, const float* a, const float* b, const float* neg_a,
@@ -134,27 +138,23 @@ void gdn_prepare(cudaStream_t s, const float* mixed, const float* a, const float
                  float* v, float* g, float* beta) {
   dim3 grid(static_cast<unsigned>(2 * Hk + Hv + 1), static_cast<unsigned>(T));
   const int C = static_cast<int>(2 * Hk * Dk + Hv * Dv);
-  gdn_prepare_kernel<<<grid, kPrepThreads, 0, s>>>(mixed, a, b, neg_a, dt_bias, C, static_cast<int>(Hk),
-                                                   static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q,
-                                                   k, v, g, beta);
-  MERE_CUDA_CHECK_LAUNCH("gdn_prepare_kernel");
+  launch("gdn_prepare_kernel", gdn_prepare_kernel, grid, kPrepThreads, 0, s, mixed, a, b, neg_a, dt_bias, C,
+         static_cast<int>(Hk), static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta);
 }
 
 void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,
                  const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o) {
   MERE_CHECK(Dv >= 1 && Dv <= 1024 && Hv % Hk == 0, "cuda gdn", "unsupported heads: Hv ", Hv, " Hk ", Hk, " Dv ", Dv);
   const int threads = static_cast<int>((Dv + 31) / 32 * 32);
-  gdn_generic_kernel<<<static_cast<unsigned>(Hv), threads, 0, s>>>(S, q, k, v, g, beta, static_cast<int>(T),
-                                                                    static_cast<int>(Hk), static_cast<int>(Hv),
-                                                                    static_cast<int>(Dk), static_cast<int>(Dv), o);
-  MERE_CUDA_CHECK_LAUNCH("gdn_generic_kernel");
+  launch("gdn_generic_kernel", gdn_generic_kernel, static_cast<unsigned>(Hv), threads, 0, s, S, q, k, v, g, beta,
+         static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), static_cast<int>(Dk), static_cast<int>(Dv), o);
 }
 
 void gated_rms_norm(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
                     int64_t Dv, float eps, float* y) {
   dim3 grid(static_cast<unsigned>(Hv), static_cast<unsigned>(T));
-  gated_rms_norm_kernel<0><<<grid, kPrepThreads, 0, s>>>(x, z, w, static_cast<int>(Hv), static_cast<int>(Dv), eps, y, {});
-  MERE_CUDA_CHECK_LAUNCH("gated_rms_norm_kernel");
+  launch("gated_rms_norm_kernel", &gated_rms_norm_kernel<0>, grid, kPrepThreads, 0, s, x, z, w, static_cast<int>(Hv),
+         static_cast<int>(Dv), eps, y, prep::Layout{});
 }
 
 void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
@@ -164,10 +164,11 @@ void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const f
   dim3 grid(static_cast<unsigned>(Hv), static_cast<unsigned>(T));
   const prep::Layout L = prep::layout(ws, T, Hv * Dv, bits);
   if (bits == 4)
-    gated_rms_norm_kernel<4><<<grid, kPrepThreads, 0, s>>>(x, z, w, static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
+    launch("gated_rms_norm_kernel<4> (prepare)", &gated_rms_norm_kernel<4>, grid, kPrepThreads, 0, s, x, z, w,
+           static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
   else
-    gated_rms_norm_kernel<8><<<grid, kPrepThreads, 0, s>>>(x, z, w, static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
-  MERE_CUDA_CHECK_LAUNCH("gated_rms_norm_kernel (prepare)");
+    launch("gated_rms_norm_kernel<8> (prepare)", &gated_rms_norm_kernel<8>, grid, kPrepThreads, 0, s, x, z, w,
+           static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
 }
 
 }  // namespace mere::cuda::k

@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mere::cuda::k {
 namespace {
@@ -25,6 +26,7 @@ constexpr int kRouteThreads = 32;
 __global__ void __launch_bounds__(kRouteThreads)
     moe_route_kernel(const float* __restrict__ logits, int E, int K, bool renorm, int32_t* __restrict__ idx,
                      float* __restrict__ w) {
+  pdl_begin();
   extern __shared__ float p[];  // [E] probabilities, then [K] the selected ones
   const int t = blockIdx.x, lane = threadIdx.x;
   const float* lg = logits + static_cast<int64_t>(t) * E;
@@ -232,6 +234,7 @@ template <int BITS>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_gate_up_kernel(DMat gate, DMat up, DMat sgate, DMat sup, const int32_t* __restrict__ idx,
                        const float* __restrict__ x, int K, float* __restrict__ h, float* __restrict__ hs) {
+  pdl_begin();
   using G = Geo<BITS>;
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
@@ -283,6 +286,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     moe_down_kernel(DMat down, DMat sdown, const int32_t* __restrict__ idx, const float* __restrict__ w,
                     const float* __restrict__ sg, const float* __restrict__ h, const float* __restrict__ hs, int K,
                     bool residual, float* __restrict__ out) {
+  pdl_begin();
   using G = Geo<BITS>;
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
@@ -330,6 +334,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
 __global__ void moe_combine_kernel(const float* y, const float* w, const float* shared, const float* sg, int K, int H,
                                    float* out) {
+  pdl_begin();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   const int t = blockIdx.y;
   if (i >= H) return;
@@ -353,9 +358,8 @@ bool fits(const DMat& m, int bits, int64_t cols) {
 void moe_route(cudaStream_t s, const float* logits, int64_t T, int64_t E, int64_t K, bool renorm, int32_t* idx,
                float* w) {
   MERE_CHECK(E >= 1 && E <= 8192 && K >= 1 && K <= E, "cuda moe", "unsupported experts: E ", E, " top-k ", K);
-  moe_route_kernel<<<static_cast<unsigned>(T), kRouteThreads, static_cast<size_t>(E + K) * sizeof(float), s>>>(
-      logits, static_cast<int>(E), static_cast<int>(K), renorm, idx, w);
-  MERE_CUDA_CHECK_LAUNCH("moe_route_kernel");
+  launch("moe_route_kernel", moe_route_kernel, static_cast<unsigned>(T), kRouteThreads,
+         static_cast<size_t>(E + K) * sizeof(float), s, logits, static_cast<int>(E), static_cast<int>(K), renorm, idx, w);
 }
 
 bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, const DMat& sgate, const DMat& sup,
@@ -379,10 +383,11 @@ void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& s
             static_cast<unsigned>(T));
   const size_t smem = smem_floats(gate.bits, gate.cols) * 4;
   if (gate.bits == 4)
-    moe_gate_up_kernel<4><<<grid, kWarps * 32, smem, s>>>(gate, up, sgate, sup, idx, x, static_cast<int>(K), h, hs);
+    launch("moe_gate_up_kernel<4>", &moe_gate_up_kernel<4>, grid, kWarps * 32, smem, s, gate, up, sgate, sup, idx, x,
+           static_cast<int>(K), h, hs);
   else
-    moe_gate_up_kernel<8><<<grid, kWarps * 32, smem, s>>>(gate, up, sgate, sup, idx, x, static_cast<int>(K), h, hs);
-  MERE_CUDA_CHECK_LAUNCH("moe_gate_up_kernel");
+    launch("moe_gate_up_kernel<8>", &moe_gate_up_kernel<8>, grid, kWarps * 32, smem, s, gate, up, sgate, sup, idx, x,
+           static_cast<int>(K), h, hs);
 }
 
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
@@ -390,19 +395,18 @@ void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t
   dim3 grid(static_cast<unsigned>((down.rows + kWarps - 1) / kWarps), static_cast<unsigned>(T));
   const size_t smem = smem_floats(down.bits, K * down.cols + sdown.cols) * 4;
   if (down.bits == 4)
-    moe_down_kernel<4><<<grid, kWarps * 32, smem, s>>>(down, sdown, idx, w, sg, h, hs, static_cast<int>(K), residual,
-                                                       out);
+    launch("moe_down_kernel<4>", &moe_down_kernel<4>, grid, kWarps * 32, smem, s, down, sdown, idx, w, sg, h, hs,
+           static_cast<int>(K), residual, out);
   else
-    moe_down_kernel<8><<<grid, kWarps * 32, smem, s>>>(down, sdown, idx, w, sg, h, hs, static_cast<int>(K), residual,
-                                                       out);
-  MERE_CUDA_CHECK_LAUNCH("moe_down_kernel");
+    launch("moe_down_kernel<8>", &moe_down_kernel<8>, grid, kWarps * 32, smem, s, down, sdown, idx, w, sg, h, hs,
+           static_cast<int>(K), residual, out);
 }
 
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,
                  int64_t K, int64_t H, float* out) {
   dim3 grid(static_cast<unsigned>((H + 255) / 256), static_cast<unsigned>(T));
-  moe_combine_kernel<<<grid, 256, 0, s>>>(y, w, shared, sg, static_cast<int>(K), static_cast<int>(H), out);
-  MERE_CUDA_CHECK_LAUNCH("moe_combine_kernel");
+  launch("moe_combine_kernel", moe_combine_kernel, grid, 256, 0, s, y, w, shared, sg, static_cast<int>(K),
+         static_cast<int>(H), out);
 }
 
 }  // namespace mere::cuda::k

@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::k {
@@ -36,6 +37,7 @@ struct SigmoidGateSrc {  // out[t, h, d] * sigmoid(qg[t, h, 1, d]); out: [T, nh,
 // (row, chunk of 16 columns).
 template <int BITS, class Src>
 __global__ void src_prepare_kernel(Src src, int T, int cols, prep::Layout L) {
+  pdl_begin();
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if constexpr (BITS == 4) {
     const int ng = cols >> 6;
@@ -66,9 +68,12 @@ void launch(cudaStream_t s, const Src& src, int64_t T, int64_t cols, int bits, f
   const prep::Layout L = prep::layout(ws, T, cols, bits);
   const int64_t n = bits == 4 ? T * (cols / 64) * 8 : T * (cols / 16);
   const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
-  if (bits == 4) src_prepare_kernel<4><<<blocks, 256, 0, s>>>(src, static_cast<int>(T), static_cast<int>(cols), L);
-  else src_prepare_kernel<8><<<blocks, 256, 0, s>>>(src, static_cast<int>(T), static_cast<int>(cols), L);
-  ::mere::cuda::check(cudaGetLastError(), what, __FILE__, __LINE__);
+  if (bits == 4)
+    cuda::launch(what, &src_prepare_kernel<4, Src>, blocks, 256, 0, s, src, static_cast<int>(T), static_cast<int>(cols),
+                 L);
+  else
+    cuda::launch(what, &src_prepare_kernel<8, Src>, blocks, 256, 0, s, src, static_cast<int>(T), static_cast<int>(cols),
+                 L);
 }
 
 }  // namespace

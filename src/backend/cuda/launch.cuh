@@ -1,0 +1,68 @@
+// Kernel launches with Programmatic Dependent Launch (PDL, sm_90+): launch() marks each launch
+// "programmatic stream serialization allowed", so kernel N+1 is launched, and its blocks are
+// scheduled, while kernel N still runs (in a stream and in the decode CUDA graphs captured from it);
+// kernel N+1 then waits in pdl_wait() until kernel N has finished and its writes are visible.
+//
+// Contract: every kernel launched through launch() MUST call pdl_begin() (or pdl_wait()) before
+// its first global read of data written by earlier kernels and before its first global write;
+// the backend's kernels call pdl_begin() as their first statement. Without the wait a kernel could
+// read stale data or race a still-running predecessor. The griddepcontrol instructions are no-ops
+// in a kernel launched without the attribute (<<<...>>>, or MERE_CUDA_PDL=0).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace mere::cuda {
+
+// Blocks until every kernel this one programmatically depends on has completed and its memory
+// operations are visible.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel in the stream launch now (it still waits in pdl_wait() for this one to end).
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Wait, then let the next kernel launch: the first statement of every backend kernel.
+__device__ __forceinline__ void pdl_begin() {
+  pdl_wait();
+  pdl_trigger();
+}
+
+// MERE_CUDA_PDL: unset or 1 -> launch() sets the PDL attribute, 0 -> plain launches; anything else
+// throws mere::Error. Read once per process (device.cpp).
+bool pdl_enabled();
+
+// kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute (when pdl_enabled()); a launch
+// error throws mere::Error naming `what`.
+template <class... P, class... A>
+void launch(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "launch: argument count must match the kernel's parameters");
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(std::forward<A>(args))...);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it, as MERE_CUDA_CHECK_LAUNCH did, so a later check does not see it
+    throw_cuda_error(err, cat("launch of ", what).c_str(), __FILE__, __LINE__);
+  }
+}
+
+}  // namespace mere::cuda
