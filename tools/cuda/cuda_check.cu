@@ -219,13 +219,17 @@ const QMatvecConfig kTcConfigs[] = {{16, 1, 4, 8}, {32, 1, 4, 8}, {32, 1, 4, 6},
 const QMatvecConfig kSimtConfigs[] = {{4, 2}, {4, 4}, {2, 4}, {8, 1}, {2, 2}, {4, 1}};
 // integer kernel {rows a batch, chunks in flight}; kIntConfigs[0] is the T = 1 default (T >= 2: {2, 1});
 // unavailable (shape, T) pairs are skipped
-const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0, 0, 1},
-                                     {3, 1, 0, 0, 1}, {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1},
-                                     {-1, 1, 0, 0, 1}};  // -1: R picked per launch (fit)
+// (register kernel: integer 1; pipelined kernel: integer 2 {rows a batch, 1, 0, stages})
+const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0, 0, 1}, {3, 1, 0, 0, 1},
+                                     {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1}, {-1, 1, 0, 0, 1},  // -1: R picked per launch (fit)
+                                     {4, 1, 0, 4, 2}, {2, 1, 0, 4, 2}, {4, 1, 0, 3, 2}, {4, 1, 0, 6, 2},
+                                     {8, 1, 0, 3, 2}, {2, 1, 0, 8, 2}};
 QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
 std::string cfg_name(const QMatvecConfig& c) {
   char b[64];
-  if (c.integer && c.rows_per_warp < 0)
+  if (c.integer == 2)
+    std::snprintf(b, sizeof(b), "pipe R=%d D=%d", c.rows_per_warp, c.stages);
+  else if (c.integer && c.rows_per_warp < 0)
     std::snprintf(b, sizeof(b), "R=fit U=%d", c.unroll);
   else if (c.integer)
     std::snprintf(b, sizeof(b), "R=%d U=%d", c.rows_per_warp, c.unroll);
@@ -771,12 +775,13 @@ void bench_qmatvec(CudaDevice& dev) {
         if (!big27 && T != 9) continue;
         bench_one(T, kIntConfigs[0], label_of(T, kIntConfigs[0], QMatvecConfig{}), "int");
         if (s.rows == 17408)
-          for (int i = 1; i < 7; ++i)
+          for (size_t i = 1; i < std::size(kIntConfigs); ++i)
             if (qmatvec_config_available(bits, T, kIntConfigs[i])) bench_one(T, kIntConfigs[i], " (sweep)", "int");
       }
       if (s.rows == 17408) {
-        for (int T : {1, 2, 4, 8, 9}) {
-          const QMatvecConfig c = kIntConfigs[0];
+        for (int T : {1, 2, 4, 8, 9})
+          for (const QMatvecConfig& c : {kIntConfigs[0], QMatvecConfig{T <= 4 ? 4 : 2, 1, 0, 4, 2}}) {
+          if (!qmatvec_config_available(bits, T, c)) continue;
           qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
           auto fn = [&](int i) {
             const QMatvecOut outs[2] = {{bank.views[(2 * i) % nb], y.as<float>(), false},

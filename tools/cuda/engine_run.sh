@@ -10,6 +10,8 @@
 #   b27long  27B geometry, decode at context depths 0 and 8,192 (512-token prompt, 64 generated), with
 #            the default split attention and with MERE_CUDA_ATTN=gqa: tok/s at both depths and the
 #            ratio depth 8192 / depth 0 (issue criterion: >= 0.9)
+#   pdl      greedy generations with MERE_CUDA_PDL=0 and =1 must match (bundled models, 27B geometry)
+#   ab27 / ab35  decode of env variants AB="A=1 B=2;A=0" (';' between them), alternating, twice each
 #   fab27 / fab35  decode with fusion (default) vs MERE_CUDA_FUSE=0 at the 27B / 35B-A3B geometry
 #            (512-token prompt, 128 generated, 3 reps each, alternating order)
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
@@ -115,6 +117,39 @@ PY
           python3 -c "import json,sys;d=json.load(open(sys.argv[1]));r=d['runs'][0]['decode_tok_s'];print('$stage fuse=$fz decode %.1f tok/s [%.1f-%.1f]'%(r['median'],r['min'],r['max']))" "$(ls -t $OUT/$stage-fuse$fz-*.json | head -1)"
       done 2>&1 | tee -a "$OUT/fab.log"
       rm -rf $d ;;
+    pdl)  # programmatic dependent launch on vs off (MERE_CUDA_PDL): greedy 256 tokens of both bundled
+      # models (serial, forced MTP depth 3, adaptive) and 64 of the 27B geometry must be identical
+      synth27
+      for m in models/qwen35-dense-tiny models/qwen35-moe-tiny $D27; do
+        for mode in "--no-mtp" "--mtp --mtp-depth 3" "--mtp"; do
+          for p in "def fibonacci(n):" "The capital of France is" "import numpy as np"; do
+            mt=256; [ $m = $D27 ] && mt=64
+            [ $m = $D27 ] && { [ "$p" = "def fibonacci(n):" ] && [ "$mode" != "--mtp" ] || continue; }
+            for v in 0 1; do
+              MERE_CUDA_PDL=$v $B/mere.run text generate --model $m --backend cuda --prompt "$p" --temperature 0 \
+                --ignore-eos --max-tokens $mt $mode --json >/tmp/pdl$v.json 2>/tmp/pdl$v.err || tail -2 /tmp/pdl$v.err
+            done
+            python3 -c "import json,sys;a=json.load(open('/tmp/pdl0.json'));b=json.load(open('/tmp/pdl1.json'));sys.exit(0 if a.get('text')==b.get('text') and a.get('text') is not None else 1)" &&
+              echo "pdl equal: $m $mode '$p'" || echo "PDL MISMATCH: $m $mode '$p'"
+          done
+        done
+      done 2>&1 | tee "$OUT/pdl.log"
+      echo "[engine_run] pdl on/off greedy: $(grep -c 'pdl equal' "$OUT/pdl.log") equal, $(grep -c 'PDL MISMATCH' "$OUT/pdl.log") mismatches" | tee -a "$OUT/pdl.log" ;;
+    ab27 | ab35)  # A/B of env settings: AB="VAR=v VAR2=w;VAR=x;..." (';' between variants), run
+      # twice each in alternating order, 512-token prompt, 128 generated, 3 reps; one line a run
+      geo=qwen3.5-27b; d=$D27; [ $stage = ab35 ] && geo=qwen3.5-35b-a3b && d=/tmp/synth-ab35
+      [ -d $d ] || $B/mere.run model synth --geometry $geo --bits 4 --group-size 64 --out $d --quiet
+      IFS=';' read -ra variants <<<"${AB:-MERE_CUDA_PDL=1;MERE_CUDA_PDL=0}"
+      for round in 1 2; do
+        for i in "${!variants[@]}"; do
+          v=${variants[$i]}
+          f="$OUT/$stage-v$i-r$round.json"
+          env $v $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 3 --json \
+            >"$f" 2>"/tmp/$stage.err" || { echo "$v: failed"; tail -3 "/tmp/$stage.err"; continue; }
+          python3 -c "import json,sys;d=json.load(open(sys.argv[1]));r=d['runs'][0];t=r['decode_tok_s'];p=r['prefill_tok_s'];print('$stage [$v] decode %.1f tok/s [%.1f-%.1f] prefill %.0f'%(t['median'],t['min'],t['max'],p['median']))" "$f"
+        done
+      done 2>&1 | tee -a "$OUT/ab.log"
+      [ $stage = ab35 ] && rm -rf $d ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

@@ -54,12 +54,12 @@ class OccupancyCache {
       for (auto& v : row) v.store(-1);
   }
   template <class Fn>
-  int get(int variant, int64_t T, Fn fn, int threads) {
+  int get(int variant, int64_t T, Fn fn, int threads, size_t smem = 0) {
     if (variant < 0 || variant >= N || T < 1 || T > TMAX) return 0;
     std::atomic<int>& slot = occ_[variant][T - 1];
     int occ = slot.load();
     if (occ < 0) {
-      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fn, threads, 0) != cudaSuccess) {
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fn, threads, smem) != cudaSuccess) {
         occ = 0;
         (void)cudaGetLastError();
       }

@@ -23,48 +23,20 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
+#include "backend/cuda/qmatvec_int.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::detail {
 namespace {
 
-constexpr int kWarps = 4;  // warps a block
-
+using qi::IntArgs;
+using qi::kWarps;
+using qi::MatRef;
 using qm::bf16_to_f32;
 using qm::ld_stream;
 using qm::word_of;
-
-struct IntMat {
-  const uint4* codes;  // [rows, cols/32] 16-byte chunks
-  const uint16_t* scales;
-  const uint16_t* biases;
-  float* y;
-  int rows, row_end, accumulate;  // row_end: end of this matrix in the launch's flat row space
-};
-struct IntArgs {
-  IntMat m[kMaxMultiMatrices];
-  int n, total;
-};
-
-// The matrix that holds flat row `row` (constant indices only, so the arguments stay in the
-// parameter bank) and the flat row where it begins.
-struct MatRef {
-  const uint4* codes;
-  const uint16_t* scales;
-  const uint16_t* biases;
-  float* y;
-  int rows, accumulate, begin, end;
-};
-__device__ __forceinline__ MatRef locate(const IntArgs& a, int row) {
-  MatRef m{a.m[0].codes, a.m[0].scales, a.m[0].biases, a.m[0].y, a.m[0].rows, a.m[0].accumulate, 0, a.m[0].row_end};
-#pragma unroll
-  for (int i = 1; i < kMaxMultiMatrices; ++i)
-    if (i < a.n && row >= a.m[i - 1].row_end)
-      m = MatRef{a.m[i].codes, a.m[i].scales, a.m[i].biases, a.m[i].y, a.m[i].rows, a.m[i].accumulate,
-                 a.m[i - 1].row_end, a.m[i].row_end};
-  return m;
-}
 
 // y[t, row] for T tokens. A warp owns the flat rows [rb, re) and computes them in `nb` batches (the
 // same count for every warp of the launch, so all warps finish together; a batch holds at most R
@@ -75,12 +47,13 @@ template <int T, int R, int U, int MINB>
 __global__ void __launch_bounds__(kWarps * 32, MINB)
     qmatvec_int_kernel(const IntArgs args, const uint4* __restrict__ dg, const float2* __restrict__ dsx, int cols,
                        int spans, int nb) {
+  pdl_begin();
   const int nchunk = cols >> 5, ngroups = cols >> 6;
   const int lane = threadIdx.x & 31;
   const int gw = blockIdx.x * kWarps + static_cast<int>(threadIdx.x >> 5);
   const int64_t W = static_cast<int64_t>(gridDim.x) * kWarps;
-  const int rb = static_cast<int>(gw * static_cast<int64_t>(args.total) / W);
-  const int re = static_cast<int>((gw + 1) * static_cast<int64_t>(args.total) / W);
+  int rb = 0, re = 0;
+  qi::warp_rows(args, gw, W, &rb, &re);
   const int rows_w = re - rb;
   const int nl = (nchunk - lane + 31) >> 5;                    // chunks of this lane in a row
   const size_t tstride = static_cast<size_t>(spans) * 6 * 32;  // uint4 of one token's digits
@@ -88,7 +61,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   for (int k = 0; k < nb; ++k) {
     const int bend = rb + static_cast<int>((static_cast<int64_t>(k) + 1) * rows_w / nb);
     for (int r0 = rb + static_cast<int>(static_cast<int64_t>(k) * rows_w / nb); r0 < bend;) {
-      const MatRef M = locate(args, r0);
+      const MatRef M = qi::locate(args, r0);
       const int nr = min(bend, M.end) - r0;  // 1..R rows of one matrix
       const int l0 = r0 - M.begin;
       const uint4* cp[R];
@@ -124,12 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
           for (int r = 0; r < R; ++r) {
             s[r] = bf16_to_f32(__ldg(sp[r] + 16 * u));
             b[r] = bf16_to_f32(__ldg(sp[r] + 16 * u + bdelta));
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              const uint32_t w = word_of(wv[u][r], q);
-              lo[r][q] = w & 0x0F0F0F0Fu;
-              hi[r][q] = (w >> 4) & 0x0F0F0F0Fu;
-            }
+            qi::split_nibbles(wv[u][r], lo[r], hi[r]);
           }
 #pragma unroll
           for (int t = 0; t < T; ++t) {
@@ -140,16 +108,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
             const float2 ci = __ldg(ip + 32 * u + static_cast<size_t>(t) * nchunk);
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-              int S = 0;
-#pragma unroll
-              for (int dig = 2; dig >= 0; --dig) {
-                if (dig < 2) S *= 256;
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                  S = __dp4a(static_cast<int>(lo[r][q]), static_cast<int>(word_of(d[2 * dig], q)), S);
-                  S = __dp4a(static_cast<int>(hi[r][q]), static_cast<int>(word_of(d[2 * dig + 1], q)), S);
-                }
-              }
+              const int S = qi::chunk_dot(lo[r], hi[r], d);
               const float qx = __fmul_rn(__int2float_rn(S), ci.x);
               acc[r][t] = __fmaf_rn(s[r], qx, __fmaf_rn(b[r], ci.y, acc[r][t]));
             }
@@ -222,18 +181,25 @@ int occupancy(int index, int64_t T, IntFn fn) {
 }  // namespace
 
 bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
+  if (cfg.integer == kIntPipelined) return q4pipe_available(T, cfg);
   int i = 0;
   const int R = cfg.rows_per_warp == kIntFitRows ? 2 : cfg.rows_per_warp;  // fit: R = 2..4 at U = 1
   return T >= 1 && T <= kMaxSkinnyRows && find_int(T, R, cfg.unroll, &i) != nullptr;
 }
 
-QMatvecConfig q4int_default(int64_t T) {
+QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
   QMatvecConfig c;
+  c.unroll = 1;
+  if (impl == IntImpl::Pipelined) {
+    c.integer = kIntPipelined;
+    c.rows_per_warp = T <= 4 ? 4 : 2;
+    c.stages = 4;
+    return c;
+  }
   c.integer = 1;
   // H200 sweeps (docs/cuda-kernels.md §1 "v6"): 4 rows a batch at T = 1 (x digits shared by more
   // rows), 2 rows above (registers)
   c.rows_per_warp = T == 1 ? 4 : 2;
-  c.unroll = 1;
   return c;
 }
 
@@ -257,6 +223,23 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
                   const QMatvecConfig& cfg, int sms) {
   int64_t total = 0;
   for (int i = 0; i < n; ++i) total += outs[i].W.rows;
+  IntArgs args{};
+  args.n = n;
+  int64_t end = 0;
+  for (int i = 0; i < n; ++i) {
+    const QWeightView& W = outs[i].W;
+    end += W.rows;
+    args.m[i] = qi::IntMat{reinterpret_cast<const uint4*>(W.codes), W.scales, W.biases, outs[i].y,
+                           static_cast<int>(W.rows), static_cast<int>(end), outs[i].accumulate ? 1 : 0};
+  }
+  args.total = static_cast<int>(total);
+  if (cfg.integer == kIntPipelined) {
+    // the pipelined kernel needs an even group count and aligned rows; else the register kernel,
+    // whose rows are bitwise the same (one contract)
+    if (q4pipe_supported(outs, n, cols)) return q4pipe_launch(s, args, ws, T, cols, cfg, sms);
+    q4int_launch(s, outs, n, ws, T, cols, q4int_default(T, IntImpl::Register), sms);
+    return;
+  }
   int index = 0, nb = 0;
   int64_t blocks = 0;
   const IntVariant* v = nullptr;
@@ -280,20 +263,10 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
   }
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled integer kernel for T=", T, " rows_per_warp=", cfg.rows_per_warp,
              " unroll=", cfg.unroll);
-  IntArgs args{};
-  args.n = n;
-  int64_t end = 0;
-  for (int i = 0; i < n; ++i) {
-    const QWeightView& W = outs[i].W;
-    end += W.rows;
-    args.m[i] = IntMat{reinterpret_cast<const uint4*>(W.codes), W.scales, W.biases, outs[i].y,
-                       static_cast<int>(W.rows), static_cast<int>(end), outs[i].accumulate ? 1 : 0};
-  }
-  args.total = static_cast<int>(total);
   const IntFn fn = v->fns[T - 1];
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
-  fn<<<static_cast<unsigned>(blocks), kWarps * 32, 0, s>>>(args, L.dg, L.dsx, static_cast<int>(cols), L.spans, nb);
-  MERE_CUDA_CHECK_LAUNCH("qmatvec_int_kernel");
+  launch("qmatvec_int_kernel", fn, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), 0, s, args, L.dg, L.dsx,
+         static_cast<int>(cols), L.spans, nb);
 }
 
 }  // namespace mere::cuda::detail

@@ -13,16 +13,30 @@ namespace mere::cuda::detail {
 // cfg.rows_per_warp of the integer kernel that lets each launch pick R (2, 3 or 4 rows a batch, one
 // chunk in flight) by how well its rows fill the batches.
 inline constexpr int kIntFitRows = -1;
+// cfg.integer of the cp.async-pipelined implementation (qmatvec_int_pipe.cu; rows_per_warp rows a
+// batch, `stages` iterations in flight); 1 = the register kernel. Same contract, same bits.
+inline constexpr int kIntPipelined = 2;
+// Which implementation of the integer contract a default shape uses.
+enum class IntImpl { Register, Pipelined };
 
 // Whether an integer-kernel shape (cfg.rows_per_warp rows a batch, cfg.unroll chunks in flight) is
 // compiled for T.
 bool q4int_available(int64_t T, const QMatvecConfig& cfg);
-// The default integer shape for T.
-QMatvecConfig q4int_default(int64_t T);
+// The default integer shape for T with that implementation.
+QMatvecConfig q4int_default(int64_t T, IntImpl impl);
 // y = W x (or y += W x) for up to kMaxMultiMatrices matrices of the same width over one prepared
 // workspace `ws` (the whole workspace, qmatvec_prep.cuh), in one launch on `s`. The rows of all
 // matrices are spread evenly over a grid of resident warps (at most one wave, so no tail wave).
 void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                   const QMatvecConfig& cfg, int sms);
+
+// The pipelined implementation (qmatvec_int_pipe.cu): whether a shape is compiled for T; whether
+// the matrices allow it (cols % 128 == 0, 16-byte aligned codes, 4-byte aligned scales and biases);
+// the launch (arguments as q4int_launch built them).
+bool q4pipe_available(int64_t T, const QMatvecConfig& cfg);
+bool q4pipe_supported(const QMatvecOut* outs, int n, int64_t cols);
+namespace qi { struct IntArgs; }
+void q4pipe_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int64_t T, int64_t cols,
+                   const QMatvecConfig& cfg, int sms);
 
 }  // namespace mere::cuda::detail

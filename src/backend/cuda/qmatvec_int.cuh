@@ -1,0 +1,82 @@
+// Device side shared by the two implementations of the 4-bit integer contract (qmatvec.h
+// "4-bit, integer"): the register kernel (qmatvec_int.cu) and the cp.async pipelined one
+// (qmatvec_int_pipe.cu). Both take the same launch arguments and split the flat row space of a
+// multi-matrix launch the same way; they differ only in how the code words reach the registers.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/qmatvec.h"
+
+namespace mere::cuda::detail::qi {
+
+constexpr int kWarps = 4;  // warps a block
+
+struct IntMat {
+  const uint4* codes;  // [rows, cols/32] 16-byte chunks
+  const uint16_t* scales;
+  const uint16_t* biases;
+  float* y;
+  int rows, row_end, accumulate;  // row_end: end of this matrix in the launch's flat row space
+};
+struct IntArgs {
+  IntMat m[kMaxMultiMatrices];
+  int n, total;
+};
+
+// The matrix that holds flat row `row` (constant indices only, so the arguments stay in the
+// parameter bank) and the flat row where it begins.
+struct MatRef {
+  const uint4* codes;
+  const uint16_t* scales;
+  const uint16_t* biases;
+  float* y;
+  int rows, accumulate, begin, end;
+};
+__device__ __forceinline__ MatRef locate(const IntArgs& a, int row) {
+  MatRef m{a.m[0].codes, a.m[0].scales, a.m[0].biases, a.m[0].y, a.m[0].rows, a.m[0].accumulate, 0, a.m[0].row_end};
+#pragma unroll
+  for (int i = 1; i < kMaxMultiMatrices; ++i)
+    if (i < a.n && row >= a.m[i - 1].row_end)
+      m = MatRef{a.m[i].codes, a.m[i].scales, a.m[i].biases, a.m[i].y, a.m[i].rows, a.m[i].accumulate,
+                 a.m[i - 1].row_end, a.m[i].row_end};
+  return m;
+}
+
+// Flat rows [rb, re) of global warp gw out of W warps: the even split both kernels use.
+__device__ __forceinline__ void warp_rows(const IntArgs& a, int64_t gw, int64_t W, int* rb, int* re) {
+  *rb = static_cast<int>(gw * static_cast<int64_t>(a.total) / W);
+  *re = static_cast<int>((gw + 1) * static_cast<int64_t>(a.total) / W);
+}
+
+// The contract's exact chunk sum V = sum q * X for one 32-column chunk: lo/hi = the code word's even
+// / odd nibbles as bytes, d[0..5] = the digit units (2*dig: even columns, 2*dig+1: odd). The three
+// digit sums are independent chains (integers: any order gives the same V).
+__device__ __forceinline__ int chunk_dot(const uint32_t (&lo)[4], const uint32_t (&hi)[4], const uint4 (&d)[6]) {
+  int P[3];
+#pragma unroll
+  for (int dig = 0; dig < 3; ++dig) {
+    const uint4& e = d[2 * dig];
+    const uint4& o = d[2 * dig + 1];
+    int s = __dp4a(static_cast<int>(lo[0]), static_cast<int>(e.x), 0);
+    s = __dp4a(static_cast<int>(hi[0]), static_cast<int>(o.x), s);
+    s = __dp4a(static_cast<int>(lo[1]), static_cast<int>(e.y), s);
+    s = __dp4a(static_cast<int>(hi[1]), static_cast<int>(o.y), s);
+    s = __dp4a(static_cast<int>(lo[2]), static_cast<int>(e.z), s);
+    s = __dp4a(static_cast<int>(hi[2]), static_cast<int>(o.z), s);
+    s = __dp4a(static_cast<int>(lo[3]), static_cast<int>(e.w), s);
+    P[dig] = __dp4a(static_cast<int>(hi[3]), static_cast<int>(o.w), s);
+  }
+  return (P[2] * 256 + P[1]) * 256 + P[0];
+}
+
+// Even / odd nibbles of a code word as bytes.
+__device__ __forceinline__ void split_nibbles(const uint4& w, uint32_t (&lo)[4], uint32_t (&hi)[4]) {
+  lo[0] = w.x & 0x0F0F0F0Fu, hi[0] = (w.x >> 4) & 0x0F0F0F0Fu;
+  lo[1] = w.y & 0x0F0F0F0Fu, hi[1] = (w.y >> 4) & 0x0F0F0F0Fu;
+  lo[2] = w.z & 0x0F0F0F0Fu, hi[2] = (w.z >> 4) & 0x0F0F0F0Fu;
+  lo[3] = w.w & 0x0F0F0F0Fu, hi[3] = (w.w >> 4) & 0x0F0F0F0Fu;
+}
+
+}  // namespace mere::cuda::detail::qi
