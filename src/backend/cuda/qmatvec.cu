@@ -277,16 +277,17 @@ int current_sm_count() {
 // invariance): the integer kernel; MERE_CUDA_QMATVEC=simt the fp32 SIMT kernel, =tc the tensor-core
 // one (both slower at T = 1 on the H200: docs/cuda-kernels.md §1). Any other value is an error.
 // =int-reg / =int-pipe force one implementation of the integer contract (same bits; benchmarks).
-enum class Q4Kernel { Integer, IntegerRegister, IntegerPipelined, Simt, TensorCore };
+enum class Q4Kernel { Integer, IntegerRegister, IntegerPipelined, IntegerMma, Simt, TensorCore };
 Q4Kernel q4_kernel() {
   static const Q4Kernel v = [] {
     const char* e = std::getenv("MERE_CUDA_QMATVEC");
     if (e == nullptr || *e == 0 || std::string_view(e) == "int") return Q4Kernel::Integer;
     if (std::string_view(e) == "int-reg") return Q4Kernel::IntegerRegister;
     if (std::string_view(e) == "int-pipe") return Q4Kernel::IntegerPipelined;
+    if (std::string_view(e) == "int-mma") return Q4Kernel::IntegerMma;
     if (std::string_view(e) == "simt") return Q4Kernel::Simt;
     if (std::string_view(e) == "tc") return Q4Kernel::TensorCore;
-    MERE_CHECK(false, "MERE_CUDA_QMATVEC", "expected int, int-reg, int-pipe, simt or tc, got '", e, "'");
+    MERE_CHECK(false, "MERE_CUDA_QMATVEC", "expected int, int-reg, int-pipe, int-mma, simt or tc, got '", e, "'");
     return Q4Kernel::Integer;
   }();
   return v;
@@ -296,14 +297,14 @@ detail::IntImpl int_impl(int64_t T) {
   switch (q4_kernel()) {
     case Q4Kernel::IntegerRegister: return detail::IntImpl::Register;
     case Q4Kernel::IntegerPipelined: return detail::IntImpl::Pipelined;
+    case Q4Kernel::IntegerMma: return detail::IntImpl::Mma;
     default: return T >= 1 ? detail::IntImpl::Register : detail::IntImpl::Register;  // until measured
   }
 }
 bool tensor_core_default() { return q4_kernel() == Q4Kernel::TensorCore; }
 
 QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
-  if (bits == 4 && (q4_kernel() == Q4Kernel::Integer || q4_kernel() == Q4Kernel::IntegerRegister ||
-                    q4_kernel() == Q4Kernel::IntegerPipelined))
+  if (bits == 4 && q4_kernel() != Q4Kernel::Simt && q4_kernel() != Q4Kernel::TensorCore)
     return detail::q4int_default(T, int_impl(T));
   if (bits == 4 && tensor_core_default()) return detail::q4tc_default(T, rows, sms);
   // SIMT, H200 sweep (v2): 4-bit T = 1: 8 rows a warp when there are enough rows to fill the chip

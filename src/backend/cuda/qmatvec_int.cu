@@ -182,6 +182,7 @@ int occupancy(int index, int64_t T, IntFn fn) {
 
 bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
   if (cfg.integer == kIntPipelined) return q4pipe_available(T, cfg);
+  if (cfg.integer == kIntMma) return q4imma_available(T, cfg);
   int i = 0;
   const int R = cfg.rows_per_warp == kIntFitRows ? 2 : cfg.rows_per_warp;  // fit: R = 2..4 at U = 1
   return T >= 1 && T <= kMaxSkinnyRows && find_int(T, R, cfg.unroll, &i) != nullptr;
@@ -190,6 +191,12 @@ bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
 QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
   QMatvecConfig c;
   c.unroll = 1;
+  if (impl == IntImpl::Mma && T <= 4) {
+    c.integer = kIntMma;
+    c.rows_per_warp = 16;
+    c.stages = 0;  // by the launch's tile count
+    return c;
+  }
   if (impl == IntImpl::Pipelined) {
     c.integer = kIntPipelined;
     c.rows_per_warp = T <= 4 ? 4 : 2;
@@ -197,9 +204,10 @@ QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
     return c;
   }
   c.integer = 1;
-  // H200 sweeps (docs/cuda-kernels.md §1 "v6"): 4 rows a batch at T = 1 (x digits shared by more
-  // rows), 2 rows above (registers)
-  c.rows_per_warp = T == 1 ? 4 : 2;
+  // H200 sweep of session 7 (docs/cuda-kernels.md §1 "v7"): the per-launch fit (R = 4, 3 or 2 by the
+  // fewest empty batch slots) is at least as fast as the fixed shapes on every 27B projection at
+  // T = 1 (18.5 vs 20.1 µs in a graph at [17408,5120]) and 19-20% faster at T = 8, 9
+  c.rows_per_warp = kIntFitRows;
   return c;
 }
 
@@ -221,6 +229,10 @@ int64_t int_grid(int index, const IntVariant* v, int64_t T, int64_t total, int s
 
 void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                   const QMatvecConfig& cfg, int sms) {
+  if (cfg.integer == kIntMma) {  // else the register kernel: the same rows bitwise (one contract)
+    if (T <= 4 && q4imma_supported(outs, n)) return q4imma_launch(s, outs, n, ws, T, cols, cfg);
+    return q4int_launch(s, outs, n, ws, T, cols, q4int_default(T, IntImpl::Register), sms);
+  }
   int64_t total = 0;
   for (int i = 0; i < n; ++i) total += outs[i].W.rows;
   IntArgs args{};
@@ -244,7 +256,7 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
   int64_t blocks = 0;
   const IntVariant* v = nullptr;
   if (cfg.rows_per_warp == kIntFitRows) {
-    // fit (a benchmark candidate, not yet measured): of the U = 1 shapes with R = 4, 3, 2 the one
+    // fit (the default): of the U = 1 shapes with R = 4, 3, 2 the one
     // whose batches leave the fewest row slots empty (nb * R, ties to the larger R: x digits are
     // shared by more rows); at the 27B shapes warps hold 8-9 rows, which fill 3 batches of 3 but
     // only 9 of 12 slots of 4

@@ -16,8 +16,11 @@ inline constexpr int kIntFitRows = -1;
 // cfg.integer of the cp.async-pipelined implementation (qmatvec_int_pipe.cu; rows_per_warp rows a
 // batch, `stages` iterations in flight); 1 = the register kernel. Same contract, same bits.
 inline constexpr int kIntPipelined = 2;
+// cfg.integer of the tensor-core implementation (qmatvec_imma.cu; rows_per_warp 16 = one tile a warp,
+// `stages` ring depth, 0: chosen per launch); T = 1..4, other T run on the register kernel.
+inline constexpr int kIntMma = 3;
 // Which implementation of the integer contract a default shape uses.
-enum class IntImpl { Register, Pipelined };
+enum class IntImpl { Register, Pipelined, Mma };
 
 // Whether an integer-kernel shape (cfg.rows_per_warp rows a batch, cfg.unroll chunks in flight) is
 // compiled for T.
@@ -36,6 +39,13 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
 bool q4pipe_available(int64_t T, const QMatvecConfig& cfg);
 bool q4pipe_supported(const QMatvecOut* outs, int n, int64_t cols);
 namespace qi { struct IntArgs; }
+// The tensor-core implementation (qmatvec_imma.cu): compiled for (T, cfg)?; the matrices allow it
+// (16-byte aligned codes)?; the ring depth it picks for a launch of `tiles` 16-row tiles; the launch.
+bool q4imma_available(int64_t T, const QMatvecConfig& cfg);
+bool q4imma_supported(const QMatvecOut* outs, int n);
+int q4imma_stages(int64_t tiles);
+void q4imma_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
+                   const QMatvecConfig& cfg);
 void q4pipe_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int64_t T, int64_t cols,
                    const QMatvecConfig& cfg, int sms);
 
