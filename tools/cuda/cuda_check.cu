@@ -222,10 +222,9 @@ const QMatvecConfig kSimtConfigs[] = {{4, 2}, {4, 4}, {2, 4}, {8, 1}, {2, 2}, {4
 // (register kernel: integer 1; pipelined kernel: integer 2 {rows a batch, 1, 0, stages})
 const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0, 0, 1}, {3, 1, 0, 0, 1},
                                      {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1}, {-1, 1, 0, 0, 1},  // -1: R picked per launch (fit)
-                                     {4, 1, 0, 4, 2}, {2, 1, 0, 4, 2}, {4, 1, 0, 3, 2}, {4, 1, 0, 6, 2},
-                                     {8, 1, 0, 3, 2}, {2, 1, 0, 8, 2},
+                                     {4, 1, 0, 3, 2}, {2, 1, 0, 4, 2},
                                      // tensor-core integer kernel (integer 3): {16 rows a warp, 1, 0, ring stages}
-                                     {16, 1, 0, 8, 3}, {16, 1, 0, 16, 3}, {16, 1, 0, 32, 3}};
+                                     {16, 1, 0, 8, 3}, {16, 1, 0, 16, 3}};
 QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
 std::string cfg_name(const QMatvecConfig& c) {
   char b[64];
@@ -784,8 +783,8 @@ void bench_qmatvec(CudaDevice& dev) {
       }
       if (s.rows == 17408) {
         for (int T : {1, 2, 4, 8, 9})
-          for (const QMatvecConfig& c : {kIntConfigs[0], QMatvecConfig{-1, 1, 0, 0, 1}, QMatvecConfig{16, 1, 0, 16, 3},
-                                         QMatvecConfig{16, 1, 0, 32, 3}}) {
+          for (const QMatvecConfig& c : {kIntConfigs[0], QMatvecConfig{-1, 1, 0, 0, 1}, QMatvecConfig{4, 1, 0, 3, 2},
+                                         QMatvecConfig{16, 1, 0, 8, 3}}) {
           if (!qmatvec_config_available(bits, T, c)) continue;
           qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
           auto fn = [&](int i) {

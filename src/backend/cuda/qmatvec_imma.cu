@@ -208,7 +208,7 @@ MmaVariant make_mma() {
 }
 
 const MmaVariant* mma_variants(int* count) {
-  static const MmaVariant table[] = {make_mma<8, 1, 4>(), make_mma<16, 1, 4>(), make_mma<32, 1, 4>()};
+  static const MmaVariant table[] = {make_mma<8, 1, 4>(), make_mma<16, 1, 4>()};
   *count = static_cast<int>(sizeof(table) / sizeof(table[0]));
   return table;
 }
@@ -241,7 +241,7 @@ bool q4imma_available(int64_t T, const QMatvecConfig& cfg) {
 int q4imma_stages(int64_t tiles) {
   // ~6 MB of codes in flight on the chip (copy bandwidth x loaded latency), 512 bytes a stage and tile
   const int64_t want = (6 << 20) / (std::max<int64_t>(tiles, 1) * 512);
-  return want <= 8 ? 8 : (want <= 16 ? 16 : 32);
+  return want <= 8 ? 8 : 16;
 }
 
 bool q4imma_supported(const QMatvecOut* outs, int n) {

@@ -200,14 +200,15 @@ QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
   if (impl == IntImpl::Pipelined) {
     c.integer = kIntPipelined;
     c.rows_per_warp = T <= 4 ? 4 : 2;
-    c.stages = 4;
+    c.stages = T <= 4 ? 3 : 4;
     return c;
   }
   c.integer = 1;
-  // H200 sweep of session 7 (docs/cuda-kernels.md §1 "v7"): the per-launch fit (R = 4, 3 or 2 by the
-  // fewest empty batch slots) is at least as fast as the fixed shapes on every 27B projection at
-  // T = 1 (18.5 vs 20.1 µs in a graph at [17408,5120]) and 19-20% faster at T = 8, 9
-  c.rows_per_warp = kIntFitRows;
+  // H200 sweeps (docs/cuda-kernels.md §1 "v6", "v7"): T = 1: 4 rows a batch (the per-launch fit is
+  // faster on single 27B projections but slower on the engine's multi-matrix launches: gate+up 34.9
+  // vs 33.5 µs in a graph, 27B decode 130.5 vs 132.5 tok/s); T >= 2: the fit (R = 4, 3 or 2 by the
+  // fewest empty batch slots), 16-20% faster than 2 rows at T = 8, 9 (67.6 vs 80.0 µs at [17408,5120])
+  c.rows_per_warp = T == 1 ? 4 : kIntFitRows;
   return c;
 }
 

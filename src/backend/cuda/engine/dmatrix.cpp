@@ -54,26 +54,12 @@ HostImage image(const Matrix& m) {
 
 }  // namespace
 
-// Tensors up to kSlab / 4 are packed into shared slabs (256-byte aligned): one cudaMalloc each
-// would round every norm vector and scale table up to the driver's 2 MiB granularity (measured: the
-// 27B geometry held 1.2 GiB more device memory than its weights that way).
+// Every tensor is bump-allocated, 256-byte aligned, in one mapped range (vmm_heap.h): a cudaMalloc
+// per tensor rounded each norm vector and scale table up to the driver's 2 MiB granularity (the
+// 27B geometry held 1.2 GiB more than its weights), and 64 MiB slabs of small tensors plus one
+// allocation a big tensor still left ~0.5 GiB of rounding and slab tails (session 7).
 void* WeightArena::put(const void* host, size_t bytes, const char* what) {
-  constexpr size_t kAlign = 256, kSlab = size_t{64} << 20;
-  const size_t need = (bytes + kAlign - 1) / kAlign * kAlign;
-  void* p = nullptr;
-  if (need > kSlab / 4) {
-    bufs_.push_back(dev_.alloc(bytes, what));
-    p = bufs_.back().get();
-  } else {
-    if (slab_left_ < need) {
-      bufs_.push_back(dev_.alloc(kSlab, "weights (slab of small tensors)"));
-      slab_next_ = bufs_.back().as<uint8_t>();
-      slab_left_ = kSlab;
-    }
-    p = slab_next_;
-    slab_next_ += need;
-    slab_left_ -= need;
-  }
+  void* p = heap_.alloc(bytes, 256, what);
   if (host) dev_.upload(p, host, bytes);
   bytes_ += bytes;
   return p;

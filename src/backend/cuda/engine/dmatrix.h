@@ -7,6 +7,7 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/qmatvec.h"
+#include "backend/cuda/vmm_heap.h"
 #include "model/matrix.h"
 
 namespace mere::cuda {
@@ -30,19 +31,19 @@ struct DMat {
 // (the tied embedding / lm_head) maps to the same device copy.
 class WeightArena {
  public:
-  explicit WeightArena(CudaDevice& dev) : dev_(dev) {}
+  // Reserves address space for the whole device memory (weights are bump-allocated in it).
+  explicit WeightArena(CudaDevice& dev) : dev_(dev), heap_(dev.ordinal(), dev.props().totalGlobalMem) {}
   DMat upload(const Matrix& m, const char* what);
   // experts: E host matrices of one shape and format, stacked into one DMat with count = E
   DMat upload_stacked(const std::vector<const Matrix*>& ms, const char* what);
   const float* upload_vec(const std::vector<float>& v, const char* what);
   size_t bytes() const { return bytes_; }
+  size_t mapped_bytes() const { return heap_.mapped(); }  // device memory behind the weights
 
  private:
   void* put(const void* host, size_t bytes, const char* what);
   CudaDevice& dev_;
-  std::vector<DeviceBuffer> bufs_;
-  uint8_t* slab_next_ = nullptr;  // free space of the current slab of small tensors
-  size_t slab_left_ = 0;
+  VmmHeap heap_;
   std::vector<std::pair<const void*, DMat>> seen_;
   size_t bytes_ = 0;
 };
