@@ -225,6 +225,8 @@ const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0,
                                      {4, 1, 0, 3, 2}, {2, 1, 0, 4, 2},
                                      // tensor-core integer kernel (integer 3): {16 rows a warp, 1, 0, ring stages}
                                      {16, 1, 0, 8, 3}, {16, 1, 0, 16, 3}};
+// group-integer tensor-core kernel (integer 4, its own contract): {16, 1, 0, ring depth}; 0 = by T
+const QMatvecConfig kGmConfigs[] = {{16, 1, 0, 0, 4}, {16, 1, 0, 4, 4}, {16, 1, 0, 6, 4}, {16, 1, 0, 8, 4}};
 QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
 std::string cfg_name(const QMatvecConfig& c) {
   char b[64];
@@ -232,6 +234,8 @@ std::string cfg_name(const QMatvecConfig& c) {
     std::snprintf(b, sizeof(b), "pipe R=%d D=%d", c.rows_per_warp, c.stages);
   else if (c.integer == 3)
     std::snprintf(b, sizeof(b), "mma D=%d", c.stages);
+  else if (c.integer == 4)
+    std::snprintf(b, sizeof(b), "gmma P=%d", c.stages);
   else if (c.integer && c.rows_per_warp < 0)
     std::snprintf(b, sizeof(b), "R=fit U=%d", c.unroll);
   else if (c.integer)
@@ -314,6 +318,9 @@ void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, 
       const std::vector<float> gt = run(T, dx.as<float>(), kTcConfigs[0]);
       record(std::string(tag) + " tensor cores T=" + std::to_string(T) + " vs ops::linear",
              compare(gt.data(), ref.data(), gt.size(), 1e-4, 1e-3), 1e-9);
+      const std::vector<float> gg = run(T, dx.as<float>(), kGmConfigs[0]);
+      record(std::string(tag) + " group mma T=" + std::to_string(T) + " vs ops::linear",
+             compare(gg.data(), ref.data(), gg.size(), 1e-4, 1e-3), 1e-9);
     }
   }
   // batch-width invariance: every row of a T-row call equals the 1-row call, bitwise
@@ -346,6 +353,7 @@ void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, 
   // at T = 1, 2)
   family_bitwise("integer", kIntConfigs, std::size(kIntConfigs));
   family_bitwise("tensor cores", kTcConfigs, std::size(kTcConfigs));
+  family_bitwise("group mma", kGmConfigs, std::size(kGmConfigs));
   for (int64_t t = 0; t < TM; ++t) y1s[t] = run(1, dx.as<float>() + t * cols, simt_config(1));
   bad = 0;
   for (int64_t T = 2; T <= TM; ++T) bad += mismatches(run(T, dx.as<float>(), simt_config(T)), T, y1s, nullptr);
@@ -401,8 +409,9 @@ void check_qmatvec_multi(CudaDevice& dev, int bits, uint64_t seed) {
     qmatvec_prepare(dev, dx.as<float>(), T, cols, bits, ws.as<float>());
     family(T, simt_config(T), kSimtConfigs, std::size(kSimtConfigs));
     if (bits == 4) family(T, kIntConfigs[0], kIntConfigs, std::size(kIntConfigs));
+    if (bits == 4) family(T, kGmConfigs[0], kGmConfigs, std::size(kGmConfigs));
   }
-  record_bool("q" + std::to_string(bits) + "matvec_multi 4 matrices (one accumulating) vs single calls, T=1..9 x SIMT (+ integer) shapes bitwise",
+  record_bool("q" + std::to_string(bits) + "matvec_multi 4 matrices (one accumulating) vs single calls, T=1..9 x SIMT (+ integer, group mma) shapes bitwise",
               bad == 0, std::to_string(calls) + " launches, " + std::to_string(bad) + " matrices differ");
 }
 
@@ -784,7 +793,7 @@ void bench_qmatvec(CudaDevice& dev) {
       if (s.rows == 17408) {
         for (int T : {1, 2, 4, 8, 9})
           for (const QMatvecConfig& c : {kIntConfigs[0], QMatvecConfig{-1, 1, 0, 0, 1}, QMatvecConfig{4, 1, 0, 3, 2},
-                                         QMatvecConfig{16, 1, 0, 8, 3}}) {
+                                         QMatvecConfig{16, 1, 0, 8, 3}, kGmConfigs[0]}) {
           if (!qmatvec_config_available(bits, T, c)) continue;
           qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
           auto fn = [&](int i) {
@@ -800,6 +809,15 @@ void bench_qmatvec(CudaDevice& dev) {
           add_bench("q4int multi 2x[17408,5120] T=" + std::to_string(T) + " " + cfg_name(c), bytes, 4.0 * T * s.rows * s.cols,
                     time_launches(dev, 5, 30, fn), g, ex.str());
         }
+      }
+      // group-integer tensor cores (MERE_CUDA_QMATVEC=mma): T = 1..9 on the 27B projections (1, 9
+      // elsewhere) at the default ring, every ring depth at T = 1, 8 on [17408,5120]
+      for (int T = 1; T <= kMaxSkinnyRows; ++T) {
+        if (!big27 && T != 1 && T != 9) continue;
+        bench_one(T, kGmConfigs[0], label_of(T, kGmConfigs[0], QMatvecConfig{}), "gmma");
+        if (s.rows == 17408 && (T == 1 || T == 8))
+          for (size_t i = 1; i < std::size(kGmConfigs); ++i)
+            if (qmatvec_config_available(bits, T, kGmConfigs[i])) bench_one(T, kGmConfigs[i], " (sweep)", "gmma");
       }
       // SIMT (MERE_CUDA_QMATVEC=simt): T = 1 default shape everywhere, T = 2..9 at [17408,5120]
       bench_one(1, s.rows >= 8192 ? QMatvecConfig{8, 1} : QMatvecConfig{2, 2}, " (simt)", "");  // its T = 1 default

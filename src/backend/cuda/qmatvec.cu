@@ -277,7 +277,7 @@ int current_sm_count() {
 // invariance): the integer kernel; MERE_CUDA_QMATVEC=simt the fp32 SIMT kernel, =tc the tensor-core
 // one (both slower at T = 1 on the H200: docs/cuda-kernels.md §1). Any other value is an error.
 // =int-reg / =int-pipe force one implementation of the integer contract (same bits; benchmarks).
-enum class Q4Kernel { Integer, IntegerRegister, IntegerPipelined, IntegerMma, Simt, TensorCore };
+enum class Q4Kernel { Integer, IntegerRegister, IntegerPipelined, IntegerMma, GroupMma, Simt, TensorCore };
 Q4Kernel q4_kernel() {
   static const Q4Kernel v = [] {
     const char* e = std::getenv("MERE_CUDA_QMATVEC");
@@ -285,9 +285,10 @@ Q4Kernel q4_kernel() {
     if (std::string_view(e) == "int-reg") return Q4Kernel::IntegerRegister;
     if (std::string_view(e) == "int-pipe") return Q4Kernel::IntegerPipelined;
     if (std::string_view(e) == "int-mma") return Q4Kernel::IntegerMma;
+    if (std::string_view(e) == "mma") return Q4Kernel::GroupMma;
     if (std::string_view(e) == "simt") return Q4Kernel::Simt;
     if (std::string_view(e) == "tc") return Q4Kernel::TensorCore;
-    MERE_CHECK(false, "MERE_CUDA_QMATVEC", "expected int, int-reg, int-pipe, int-mma, simt or tc, got '", e, "'");
+    MERE_CHECK(false, "MERE_CUDA_QMATVEC", "expected int, int-reg, int-pipe, int-mma, mma, simt or tc, got '", e, "'");
     return Q4Kernel::Integer;
   }();
   return v;
@@ -298,6 +299,7 @@ detail::IntImpl int_impl(int64_t T) {
     case Q4Kernel::IntegerRegister: return detail::IntImpl::Register;
     case Q4Kernel::IntegerPipelined: return detail::IntImpl::Pipelined;
     case Q4Kernel::IntegerMma: return detail::IntImpl::Mma;
+    case Q4Kernel::GroupMma: return detail::IntImpl::GroupMma;
     default: return detail::IntImpl::Register;  // the fastest in the engine (sweep of session 7)
   }
 }

@@ -183,6 +183,7 @@ int occupancy(int index, int64_t T, IntFn fn) {
 bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
   if (cfg.integer == kIntPipelined) return q4pipe_available(T, cfg);
   if (cfg.integer == kIntMma) return q4imma_available(T, cfg);
+  if (cfg.integer == kGroupMma) return q4gm_available(T, cfg);
   int i = 0;
   const int R = cfg.rows_per_warp == kIntFitRows ? 2 : cfg.rows_per_warp;  // fit: R = 2..4 at U = 1
   return T >= 1 && T <= kMaxSkinnyRows && find_int(T, R, cfg.unroll, &i) != nullptr;
@@ -191,6 +192,12 @@ bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
 QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
   QMatvecConfig c;
   c.unroll = 1;
+  if (impl == IntImpl::GroupMma) {
+    c.integer = kGroupMma;
+    c.rows_per_warp = 16;
+    c.stages = 0;  // by T
+    return c;
+  }
   if (impl == IntImpl::Mma && T <= 4) {
     c.integer = kIntMma;
     c.rows_per_warp = 16;
@@ -230,6 +237,7 @@ int64_t int_grid(int index, const IntVariant* v, int64_t T, int64_t total, int s
 
 void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                   const QMatvecConfig& cfg, int sms) {
+  if (cfg.integer == kGroupMma) return q4gm_launch(s, outs, n, ws, T, cols, cfg, sms);
   if (cfg.integer == kIntMma) {  // else the register kernel: the same rows bitwise (one contract)
     if (T <= 4 && q4imma_supported(outs, n)) return q4imma_launch(s, outs, n, ws, T, cols, cfg);
     return q4int_launch(s, outs, n, ws, T, cols, q4int_default(T, IntImpl::Register), sms);

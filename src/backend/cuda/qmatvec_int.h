@@ -19,8 +19,12 @@ inline constexpr int kIntPipelined = 2;
 // cfg.integer of the tensor-core implementation (qmatvec_imma.cu; rows_per_warp 16 = one tile a warp,
 // `stages` ring depth, 0: chosen per launch); T = 1..4, other T run on the register kernel.
 inline constexpr int kIntMma = 3;
-// Which implementation of the integer contract a default shape uses.
-enum class IntImpl { Register, Pipelined, Mma };
+// cfg.integer of the group-integer tensor-core kernel (qmatvec_gmma.cu; its own contract, qmatvec.h
+// "4-bit, group integer"): rows_per_warp 16 (a tile a warp), `stages` = groups in flight (4, 6, 8;
+// 0: by T). Not bitwise the integer kernels: one kernel for every T.
+inline constexpr int kGroupMma = 4;
+// Which implementation a default 4-bit shape uses (GroupMma: the group-integer contract).
+enum class IntImpl { Register, Pipelined, Mma, GroupMma };
 
 // Whether an integer-kernel shape (cfg.rows_per_warp rows a batch, cfg.unroll chunks in flight) is
 // compiled for T.
@@ -46,6 +50,14 @@ bool q4imma_supported(const QMatvecOut* outs, int n);
 int q4imma_stages(int64_t tiles);
 void q4imma_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                    const QMatvecConfig& cfg);
+// The group-integer tensor-core kernel (qmatvec_gmma.cu): compiled for (T, cfg)?; the K-split count
+// of a matrix (a function of its shape and the SM count only, never of T); the ring depth used for
+// (T, cfg); the launch (8-byte aligned codes, else mere::Error).
+bool q4gm_available(int64_t T, const QMatvecConfig& cfg);
+int q4gm_splits(int64_t rows, int64_t cols, int sms);
+int q4gm_ring(int64_t T, const QMatvecConfig& cfg);
+void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
+                 const QMatvecConfig& cfg, int sms);
 void q4pipe_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int64_t T, int64_t cols,
                    const QMatvecConfig& cfg, int sms);
 

@@ -11,7 +11,9 @@
 //   4-bit adds, at tc_offset (16-byte aligned), the tensor-core part
 //              frag: [T, cols/64, 8 lane slots, 2 uint4] f16 hi/lo B fragments; gsx: [T, cols/64] {sum, 2^-s};
 //   and, at int_offset, the integer part (int_emit): dg: [T, spans, 6 units, 32 lanes] uint4 s8 digits,
-//              dsx: [T, cols/32] {2^-e, sum}.
+//              dsx: [T, cols/32] {2^-e, sum};
+//   and, at gm_offset, the group-integer part (gm_emit, qmatvec_gmma.cu): gdg: [T, cols/64, 3 digits,
+//              4 quarters] uint4 s8 digits, gsx2: [T, cols/64] {2^-e, sum of the group}.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -39,7 +41,13 @@ __host__ __device__ inline int64_t int_offset(int64_t T, int64_t cols) {
 __host__ __device__ inline int64_t int_floats(int64_t T, int64_t cols) {
   return T * int_spans(cols) * 6 * 32 * 4 + T * (cols / 32) * 2;
 }
-__host__ __device__ inline int64_t q4_floats(int64_t T, int64_t cols) { return int_offset(T, cols) + int_floats(T, cols); }
+// Group-integer layout (qmatvec_gmma.cu): per (token, group of 64 columns) three base-256 digits of
+// x * 2^e (one e a group) as s8, [T][group][digit][quarter] uint4, then {2^-e, sum} [T][group].
+__host__ __device__ inline int64_t gm_offset(int64_t T, int64_t cols) {
+  return (int_offset(T, cols) + int_floats(T, cols) + 3) / 4 * 4;
+}
+__host__ __device__ inline int64_t gm_floats(int64_t T, int64_t cols) { return T * (cols / 64) * (3 * 4 * 4 + 2); }
+__host__ __device__ inline int64_t q4_floats(int64_t T, int64_t cols) { return gm_offset(T, cols) + gm_floats(T, cols); }
 
 // Pointers into a workspace prepared for T rows of `cols` inputs at `bits` (frag/gsx: 4-bit only).
 struct Layout {
@@ -49,6 +57,8 @@ struct Layout {
   float2* gsx = nullptr;
   uint4* dg = nullptr;    // integer layout: digit units
   float2* dsx = nullptr;  // integer layout: {2^-e, sum} per chunk
+  uint4* gdg = nullptr;    // group-integer layout: digit words
+  float2* gsx2 = nullptr;  // group-integer layout: {2^-e, sum} per group
   int stride = 0, cols = 0, spans = 0;
 };
 __host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int bits) {
@@ -65,6 +75,9 @@ __host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int
     L.spans = static_cast<int>(int_spans(cols));
     L.dg = reinterpret_cast<uint4*>(in);
     L.dsx = reinterpret_cast<float2*>(in + T * int_spans(cols) * 6 * 32 * 4);
+    float* gm = ws + gm_offset(T, cols);
+    L.gdg = reinterpret_cast<uint4*>(gm);
+    L.gsx2 = reinterpret_cast<float2*>(gm + T * (cols / 64) * 48);
   }
   return L;
 }
@@ -119,6 +132,40 @@ __device__ __forceinline__ void int_emit(const float (&v)[16], float cmax, float
   if (h == 0) L.dsx[static_cast<size_t>(t) * (L.cols / 32) + j] = make_float2(inv, csum);
 }
 
+// Group-integer layout of quarter q (columns 16q .. 16q+15) of group G of row t: as int_emit, but
+// one exponent for the whole group (gmax = the group's max |x|, NaN if it holds one; gsum = its sum),
+// and digit d of the quarter as one uint4 {even columns 0,2,4,6; odd 1,3,5,7; even 8..14; odd 9..15}
+// (the order in which a code word's low / high nibbles meet them in qmatvec_gmma.cu's mma).
+__device__ __forceinline__ void gm_emit(const float (&v)[16], float gmax, float gsum, int t, int G, int q,
+                                        const Layout& L) {
+  const bool finite = gmax <= FLT_MAX && fabsf(gsum) <= FLT_MAX;
+  int e = 0;
+  if (finite && gmax > 0.0f) {
+    const int ex = static_cast<int>((__float_as_uint(gmax) >> 23) & 0xFFu) - 126;  // gmax in [2^(ex-1), 2^ex)
+    e = min(max(21 - ex, -125), 125);
+  }
+  const float p = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+  const float inv = finite ? __uint_as_float(static_cast<uint32_t>(127 - e) << 23) : __int_as_float(0x7fc00000);
+  uint32_t w[3][4] = {};  // [digit][word]
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int X = finite ? __float2int_rn(__fmul_rn(v[i], p)) : 0;
+    const int d0 = static_cast<int8_t>(X & 0xFF);
+    const int x1 = (X - d0) >> 8;
+    const int d1 = static_cast<int8_t>(x1 & 0xFF);
+    const int d2 = (x1 - d1) >> 8;
+    const int col = i & 7, word = 2 * (i >> 3) + (col & 1), byte = col >> 1;
+    w[0][word] |= (static_cast<uint32_t>(d0) & 0xFFu) << (8 * byte);
+    w[1][word] |= (static_cast<uint32_t>(d1) & 0xFFu) << (8 * byte);
+    w[2][word] |= (static_cast<uint32_t>(d2) & 0xFFu) << (8 * byte);
+  }
+  const size_t tg = static_cast<size_t>(t) * (L.cols >> 6) + G;
+  uint4* o = L.gdg + tg * 12 + q;
+#pragma unroll
+  for (int d = 0; d < 3; ++d) o[4 * d] = make_uint4(w[d][0], w[d][1], w[d][2], w[d][3]);
+  if (q == 0) L.gsx2[tg] = make_float2(inv, gsum);
+}
+
 // 4-bit: one lane slot (0..7: slot = 4*lo + quarter q) of the 8 consecutive lanes that prepare
 // group G of row t; v = the 16 columns 16q .. 16q+15 of the group. All 32 lanes of the warp must
 // call it together (shuffles inside 8-lane sets); lanes with valid = false write nothing. Writes the
@@ -150,6 +197,8 @@ __device__ __forceinline__ void q4_emit(const float (&v)[16], int t, int G, int 
   for (int i = 0; i < 16; ++i) m16 = fabsf(v[i]) > m16 || v[i] != v[i] ? fabsf(v[i]) : m16;
   const float m32o = __shfl_xor_sync(kFull, m16, 1);
   const float cmax = m32o > m16 || m32o != m32o ? m32o : m16;  // the 32-column chunk's max |x| (or NaN)
+  const float m64o = __shfl_xor_sync(kFull, cmax, 2);
+  const float gmax = m64o > cmax || m64o != m64o ? m64o : cmax;  // the group's max |x| (or NaN)
   if (!valid) return;
 
   const int ng = L.cols >> 6;
@@ -186,6 +235,7 @@ __device__ __forceinline__ void q4_emit(const float (&v)[16], int t, int G, int 
     }
     if ((q & 1) == 0) L.sx[static_cast<size_t>(t) * (L.cols / 32) + j] = cs;
     int_emit(v, cmax, cs, t, j, q & 1, L);
+    gm_emit(v, gmax, gs, t, G, q, L);
   }
 }
 

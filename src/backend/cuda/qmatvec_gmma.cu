@@ -1,0 +1,280 @@
+// 4-bit affine group-64 matvec on the tensor cores with the group-integer contract (qmatvec.h
+// "4-bit, group integer"; design, prediction and measurements: docs/cuda-kernels.md §1 "v8").
+//
+// Why: the IDP4A kernels pay 24 IDP4A per 32 weights and token (a quarter-rate pipe), so T = 8
+// verification costs 2.5x a T = 1 step, and at T = 1 their issue cost (3.65 lane instructions a
+// weight, ncu) keeps them at ~55% of the copy bandwidth. One mma.sync m16n8k32 s8 multiplies 16
+// rows x 32 columns by 8 (token, digit) columns: ~0.04 warp instructions a weight at T = 1 and
+// hardly more at T = 9, so the kernel can be bound by the bytes at every width.
+//
+// Contract (why it is batch-width invariant by construction): per (token t, group G of 64 columns)
+// the prepare (qmatvec_prep.cuh gm_emit) writes the three balanced base-256 digits of X = rint(x *
+// 2^e) with one exponent e a group; the mma gives the exact int32 digit sums P0, P1, P2 of the
+// group's 64 codes (any order of the products gives the same integers), V = (P2 * 256 + P1) * 256
+// + P0, qx = fl(V) * 2^-e, acc_s = fma(scale, qx, fma(bias, sum_G(x), acc_s)) over the groups of
+// K-split s in increasing order, y = ((acc_0 + acc_1) + ...) + acc_{S-1}. The split count S is a
+// function of the matrix shape and the device's SM count only (gm_splits), never of T, the other
+// matrices of a launch or the ring depth; a token's column of the mma depends on that token only.
+//
+// Layout of the work: a warp owns one (16-row tile, K-split) unit; the units of a matrix are padded
+// to whole blocks of 8 warps, so a block holds units of one matrix and the S splits of a tile sit
+// in consecutive warps of one block (their partials meet in shared memory). Lane (g = lane/4,
+// t = lane%4) loads the 8 bytes of quarter t of the group (words 2t, 2t+1: columns 16t..16t+15) of
+// rows g and g+8, so a warp reads whole 32-byte sectors; A = {even nibbles row g, row g+8, odd
+// nibbles row g, row g+8} of word 2t (k-half 0) or 2t+1 (k-half 1), B = the matching uint4 of
+// digits (.x/.y for word 2t, .z/.w for word 2t+1). n-tiles: "D01" tile j holds digits 0, 1 of
+// tokens 4j..4j+3 (column n: token 4j + n/2, digit n%2) and "D2" tile p digit 2 of tokens 8p..8p+7
+// (column n: token 8p + 4(n%2) + n/2), so the C fragment of lane (g, t) holds all three digit sums
+// of rows g and g+8 for tokens t, t+4, t+8: the epilogue needs no shuffles or shared memory. The
+// codes and scales of P groups are in flight in a register ring (issued before the programmatic
+// launch wait: weights depend on no earlier kernel).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/qmatvec_common.cuh"
+#include "backend/cuda/qmatvec_int.h"
+#include "backend/cuda/qmatvec_prep.cuh"
+
+namespace mere::cuda::detail {
+namespace {
+
+constexpr int kWarps = 8;                 // warps a block (units of one matrix)
+constexpr int kResidentWarpsPerSm = 16;   // the resident-warp estimate of gm_splits (fixed: no T, no P)
+constexpr uint32_t kNib = 0x0F0F0F0Fu;
+
+struct GmMat {
+  const uint2* codes;  // [rows, cols/16] 8-byte quarters of groups (16 columns each)
+  const uint16_t* scales;  // [rows, cols/64] bf16
+  const uint16_t* biases;
+  float* y;                // [T, rows]
+  int rows, unit_end, splits, accumulate;  // unit_end: end of this matrix in the launch's unit space
+};
+struct GmArgs {
+  GmMat m[kMaxMultiMatrices];
+  int n;
+};
+
+__device__ __forceinline__ uint2 ld_stream8(const uint2* p) {
+  uint2 v;
+  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
+// c += A (16x32 s8, rows g / g+8) * B (32x8 s8, column g), s32 accumulate.
+__device__ __forceinline__ void mma_s8(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, int (&c)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One 16-row tile x one K-split per warp; T tokens; P groups of codes and scales in flight.
+template <int T, int P>
+__global__ void __launch_bounds__(kWarps * 32, 2)
+    qmatvec_gmma_kernel(const GmArgs args, const uint4* __restrict__ gdg, const float2* __restrict__ gsx2, int cols) {
+  constexpr int NJ = (T + 3) / 4;  // D01 n-tiles; also the tokens t + 4k a lane holds
+  constexpr int NP = (T + 7) / 8;  // D2 n-tiles
+  __shared__ float part[kWarps][T][16];
+  const int lane = threadIdx.x & 31, wib = static_cast<int>(threadIdx.x >> 5);
+  const int unit0 = blockIdx.x * kWarps;
+  GmMat M = args.m[0];
+  int ubegin = 0;
+#pragma unroll
+  for (int i = 1; i < kMaxMultiMatrices; ++i)
+    if (i < args.n && unit0 >= args.m[i - 1].unit_end) M = args.m[i], ubegin = args.m[i - 1].unit_end;
+  const int S = M.splits;  // block-uniform
+  const int unit = unit0 - ubegin + wib;
+  const int tile = unit / S, split = unit - tile * S;
+  const int ng = cols >> 6;
+  const bool active = tile < (M.rows + 15) >> 4;
+  const int gb = active ? ng * split / S : 0;
+  const int n = active ? ng * (split + 1) / S - gb : 0;  // groups of this unit
+  const int g = lane >> 2, t = lane & 3;
+  const int ra = tile * 16 + g, rb = ra + 8;
+  const bool va = active && ra < M.rows, vb = active && rb < M.rows;
+  const size_t rowq = static_cast<size_t>(cols >> 4);
+  const uint2* ca = M.codes + static_cast<size_t>(va ? ra : 0) * rowq + 4 * gb + t;
+  const uint2* cb = M.codes + static_cast<size_t>(vb ? rb : 0) * rowq + 4 * gb + t;
+  const uint16_t* sa = M.scales + static_cast<size_t>(va ? ra : 0) * ng + gb;
+  const uint16_t* sb = M.scales + static_cast<size_t>(vb ? rb : 0) * ng + gb;
+  const ptrdiff_t bd = M.biases - M.scales;
+
+  // the ring: codes of rows g / g+8 and their scale, bias of groups i .. i+P-1 of the unit
+  uint2 wa[P], wb[P];
+  uint32_t qa[P], qb[P];  // scale | bias << 16 (bf16 bits)
+  auto fetch = [&](int slot, int i) {
+    const bool ok = i < n;
+    wa[slot] = ok && va ? ld_stream8(ca + 4 * i) : make_uint2(0u, 0u);
+    wb[slot] = ok && vb ? ld_stream8(cb + 4 * i) : make_uint2(0u, 0u);
+    qa[slot] = ok && va ? static_cast<uint32_t>(__ldg(sa + i)) | (static_cast<uint32_t>(__ldg(sa + i + bd)) << 16) : 0u;
+    qb[slot] = ok && vb ? static_cast<uint32_t>(__ldg(sb + i)) | (static_cast<uint32_t>(__ldg(sb + i + bd)) << 16) : 0u;
+  };
+#pragma unroll
+  for (int p = 0; p < P; ++p) fetch(p, p);
+  pdl_begin();
+
+  // B sources of this lane (uint4 index of group 0; 12 uint4 a group), -1: an absent token
+  int bj[NJ], bp[NP];
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+    const int tok = 4 * j + (g >> 1);
+    bj[j] = tok < T ? (tok * ng * 3 + (g & 1)) * 4 + t : -1;
+  }
+#pragma unroll
+  for (int q = 0; q < NP; ++q) {
+    const int tok = 8 * q + 4 * (g & 1) + (g >> 1);
+    bp[q] = tok < T ? (tok * ng * 3 + 2) * 4 + t : -1;
+  }
+
+  float acc[2][NJ];
+#pragma unroll
+  for (int k = 0; k < NJ; ++k) acc[0][k] = 0.0f, acc[1][k] = 0.0f;
+
+  for (int i0 = 0; i0 < n; i0 += P) {
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int i = i0 + p;
+      if (i >= n) break;  // warp-uniform
+      const int G = gb + i;
+      uint4 xj[NJ], xp[NP];
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) xj[j] = bj[j] >= 0 ? __ldg(gdg + bj[j] + 12 * G) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+      for (int q = 0; q < NP; ++q) xp[q] = bp[q] >= 0 ? __ldg(gdg + bp[q] + 12 * G) : make_uint4(0u, 0u, 0u, 0u);
+      const uint2 A = wa[p], B = wb[p];
+      const uint32_t QA = qa[p], QB = qb[p];
+      fetch(p, i + P);
+      const uint32_t a0[4] = {A.x & kNib, B.x & kNib, (A.x >> 4) & kNib, (B.x >> 4) & kNib};
+      const uint32_t a1[4] = {A.y & kNib, B.y & kNib, (A.y >> 4) & kNib, (B.y >> 4) & kNib};
+      int c01[NJ][4], c2[NP][4];
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        c01[j][0] = c01[j][1] = c01[j][2] = c01[j][3] = 0;
+        mma_s8(a0, xj[j].x, xj[j].y, c01[j]);
+        mma_s8(a1, xj[j].z, xj[j].w, c01[j]);
+      }
+#pragma unroll
+      for (int q = 0; q < NP; ++q) {
+        c2[q][0] = c2[q][1] = c2[q][2] = c2[q][3] = 0;
+        mma_s8(a0, xp[q].x, xp[q].y, c2[q]);
+        mma_s8(a1, xp[q].z, xp[q].w, c2[q]);
+      }
+      const float sca = qm::bf16_to_f32(static_cast<uint16_t>(QA & 0xFFFFu)), bia = qm::bf16_to_f32(static_cast<uint16_t>(QA >> 16));
+      const float scb = qm::bf16_to_f32(static_cast<uint16_t>(QB & 0xFFFFu)), bib = qm::bf16_to_f32(static_cast<uint16_t>(QB >> 16));
+#pragma unroll
+      for (int k = 0; k < NJ; ++k) {
+        if (4 * k + t < T) {
+          const float2 gs = __ldg(gsx2 + static_cast<size_t>(4 * k + t) * ng + G);  // {2^-e, sum of the group}
+          const int Va = (c2[k >> 1][k & 1] * 256 + c01[k][1]) * 256 + c01[k][0];
+          const int Vb = (c2[k >> 1][2 + (k & 1)] * 256 + c01[k][3]) * 256 + c01[k][2];
+          const float qxa = __fmul_rn(__int2float_rn(Va), gs.x), qxb = __fmul_rn(__int2float_rn(Vb), gs.x);
+          acc[0][k] = __fmaf_rn(sca, qxa, __fmaf_rn(bia, gs.y, acc[0][k]));
+          acc[1][k] = __fmaf_rn(scb, qxb, __fmaf_rn(bib, gs.y, acc[1][k]));
+        }
+      }
+    }
+  }
+
+  auto store = [&](int row, int tok, float v) {
+    float* yp = M.y + static_cast<size_t>(tok) * M.rows + row;
+    *yp = M.accumulate ? __fadd_rn(*yp, v) : v;
+  };
+  if (S == 1) {
+#pragma unroll
+    for (int k = 0; k < NJ; ++k) {
+      const int tok = 4 * k + t;
+      if (tok < T) {
+        if (va) store(ra, tok, acc[0][k]);
+        if (vb) store(rb, tok, acc[1][k]);
+      }
+    }
+    return;
+  }
+  // S > 1: the splits of a tile are warps wib - split .. wib - split + S - 1 of this block
+#pragma unroll
+  for (int k = 0; k < NJ; ++k) {
+    const int tok = 4 * k + t;
+    if (tok < T) part[wib][tok][g] = acc[0][k], part[wib][tok][g + 8] = acc[1][k];
+  }
+  __syncthreads();
+  if (split != 0) return;
+#pragma unroll
+  for (int k = 0; k < NJ; ++k) {
+    const int tok = 4 * k + t;
+    if (tok >= T) continue;
+    float va_sum = part[wib][tok][g], vb_sum = part[wib][tok][g + 8];
+    for (int s = 1; s < S; ++s) va_sum = __fadd_rn(va_sum, part[wib + s][tok][g]), vb_sum = __fadd_rn(vb_sum, part[wib + s][tok][g + 8]);
+    if (va) store(ra, tok, va_sum);
+    if (vb) store(rb, tok, vb_sum);
+  }
+}
+
+using GmFn = void (*)(GmArgs, const uint4*, const float2*, int);
+
+struct GmVariant {
+  int P;
+  GmFn fns[kMaxSkinnyRows];
+};
+
+template <int P>
+GmVariant make_gm() {
+  GmVariant v{P, {}};
+  qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) { return &qmatvec_gmma_kernel<decltype(t)::value, P>; });
+  return v;
+}
+
+const GmVariant* find_gm(int P) {
+  static const GmVariant table[] = {make_gm<4>(), make_gm<6>(), make_gm<8>()};
+  for (const GmVariant& v : table)
+    if (v.P == P) return &v;
+  return nullptr;
+}
+
+}  // namespace
+
+int q4gm_splits(int64_t rows, int64_t cols, int sms) {
+  // as many K-splits as keep the units within one wave of resident warps, at least 8 groups a split
+  const int64_t tiles = (rows + 15) / 16, ng = cols / 64;
+  const int64_t resident = static_cast<int64_t>(std::max(sms, 1)) * kResidentWarpsPerSm;
+  int S = 1;
+  while (S < 8 && tiles * 2 * S <= resident && ng / (2 * S) >= 8) S *= 2;
+  return S;
+}
+
+int q4gm_ring(int64_t T, const QMatvecConfig& cfg) {
+  if (cfg.stages > 0) return cfg.stages;
+  // the deepest ring without spills (ptxas, 128 registers at 2 blocks an SM): 6 groups, 4 at T = 9
+  return T <= 8 ? 6 : 4;
+}
+
+bool q4gm_available(int64_t T, const QMatvecConfig& cfg) {
+  return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && find_gm(q4gm_ring(T, cfg)) != nullptr;
+}
+
+void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
+                 const QMatvecConfig& cfg, int sms) {
+  const GmVariant* v = find_gm(q4gm_ring(T, cfg));
+  MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", cfg.stages);
+  GmArgs args{};
+  args.n = n;
+  int64_t units = 0;
+  for (int i = 0; i < n; ++i) {
+    const QWeightView& W = outs[i].W;
+    MERE_CHECK((reinterpret_cast<uintptr_t>(W.codes) & 7u) == 0, "qmatvec",
+               "group-integer kernel needs 8-byte aligned codes; matrix ", i, " is not");
+    const int S = q4gm_splits(W.rows, cols, sms);
+    units += ((W.rows + 15) / 16 * S + kWarps - 1) / kWarps * kWarps;
+    MERE_CHECK(units < (int64_t{1} << 30), "qmatvec", "too many rows for one launch");
+    args.m[i] = GmMat{reinterpret_cast<const uint2*>(W.codes), W.scales, W.biases, outs[i].y, static_cast<int>(W.rows),
+                      static_cast<int>(units), S, outs[i].accumulate ? 1 : 0};
+  }
+  const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
+  launch("qmatvec_gmma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32), 0, s,
+         args, L.gdg, L.gsx2, static_cast<int>(cols));
+}
+
+}  // namespace mere::cuda::detail
