@@ -276,7 +276,8 @@ int current_sm_count() {
 // 4-bit default kernel, read once for the whole process (one kernel for every T keeps batch-width
 // invariance): the integer kernel; MERE_CUDA_QMATVEC=simt the fp32 SIMT kernel, =tc the tensor-core
 // one (both slower at T = 1 on the H200: docs/cuda-kernels.md §1). Any other value is an error.
-// =int-reg / =int-pipe force one implementation of the integer contract (same bits; benchmarks).
+// =int-reg / =int-pipe / =int-mma force one implementation of the integer contract (same bits;
+// benchmarks); =mma the group-integer tensor-core kernel (its own contract, qmatvec.h).
 enum class Q4Kernel { Integer, IntegerRegister, IntegerPipelined, IntegerMma, GroupMma, Simt, TensorCore };
 Q4Kernel q4_kernel() {
   static const Q4Kernel v = [] {

@@ -16,6 +16,17 @@
 //   (sum_chunk as in the SIMT contract). x enters with ~22 significant bits relative to its chunk's
 //   max instead of 24 per element; everything else is the SIMT contract.
 //
+// 4-bit, group integer (MERE_CUDA_QMATVEC=mma; qmatvec_gmma.cu, docs/cuda-kernels.md §1 "v8"): for
+// row r, token t, group G of 64 columns, with e = e(t, G) the exponent that puts the group's max |x|
+// in [2^20, 2^21) and X = rint(x * 2^e):
+//     V     = sum over the group's columns c of q[r,c] * X[t,c]                   (exact, int32)
+//     qx    = fl(V) * 2^-e                     (NaN if the group of x holds a non-finite value)
+//     acc_s = fma(scale[r,G], qx, fma(bias[r,G], sum_G(x[t]), acc_s))   over the groups of K-split s
+//             (groups [ng*s/S, ng*(s+1)/S), increasing; fp32), y = ((acc_0 + acc_1) + ...) + acc_{S-1}
+//   (sum_G as in the tensor-core contract below). S in {1, 2, 4, 8} is a function of (rows, cols,
+//   the device's SM count) only, so T, the other matrices of a launch and the ring depth change
+//   nothing: one kernel for every T is batch-width invariant by construction.
+//
 // 4-bit, tensor cores (selected by a tensor-core QMatvecConfig or MERE_CUDA_QMATVEC=tc;
 // docs/cuda-kernels.md §1 "v4"): for row r, token t, group G of 64
 // columns, with s = s(t, G) the power of two that puts the group's max |x| in [2^14, 2^15) and

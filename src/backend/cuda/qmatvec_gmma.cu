@@ -58,9 +58,18 @@ struct GmArgs {
   int n;
 };
 
+// 8 bytes of codes, not kept in L1; L2PF = the L2 prefetch size asked for (256, 128 or 0 bytes): a
+// warp reads 32 bytes a row a group, so without the hint each DRAM access served one 32-byte
+// sector of a line whose neighbours the warp wants a few hundred cycles later (v8a: 21% of copy).
+template <int L2PF>
 __device__ __forceinline__ uint2 ld_stream8(const uint2* p) {
   uint2 v;
-  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  if constexpr (L2PF == 256)
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  else if constexpr (L2PF == 128)
+    asm("ld.global.nc.L1::no_allocate.L2::128B.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  else
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
 }
 
@@ -72,8 +81,9 @@ __device__ __forceinline__ void mma_s8(const uint32_t (&a)[4], uint32_t b0, uint
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// One 16-row tile x one K-split per warp; T tokens; P groups of codes and scales in flight.
-template <int T, int P>
+// One 16-row tile x one K-split per warp; T tokens; P groups of codes and scales in flight; L2PF
+// the L2 prefetch size of the code loads.
+template <int T, int P, int L2PF>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     qmatvec_gmma_kernel(const GmArgs args, const uint4* __restrict__ gdg, const float2* __restrict__ gsx2, int cols) {
   constexpr int NJ = (T + 3) / 4;  // D01 n-tiles; also the tokens t + 4k a lane holds
@@ -108,8 +118,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   uint32_t qa[P], qb[P];  // scale | bias << 16 (bf16 bits)
   auto fetch = [&](int slot, int i) {
     const bool ok = i < n;
-    wa[slot] = ok && va ? ld_stream8(ca + 4 * i) : make_uint2(0u, 0u);
-    wb[slot] = ok && vb ? ld_stream8(cb + 4 * i) : make_uint2(0u, 0u);
+    wa[slot] = ok && va ? ld_stream8<L2PF>(ca + 4 * i) : make_uint2(0u, 0u);
+    wb[slot] = ok && vb ? ld_stream8<L2PF>(cb + 4 * i) : make_uint2(0u, 0u);
     qa[slot] = ok && va ? static_cast<uint32_t>(__ldg(sa + i)) | (static_cast<uint32_t>(__ldg(sa + i + bd)) << 16) : 0u;
     qb[slot] = ok && vb ? static_cast<uint32_t>(__ldg(sb + i)) | (static_cast<uint32_t>(__ldg(sb + i + bd)) << 16) : 0u;
   };
@@ -216,21 +226,25 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 using GmFn = void (*)(GmArgs, const uint4*, const float2*, int);
 
 struct GmVariant {
-  int P;
+  int P, l2pf;
   GmFn fns[kMaxSkinnyRows];
 };
 
-template <int P>
+template <int P, int L2PF>
 GmVariant make_gm() {
-  GmVariant v{P, {}};
-  qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) { return &qmatvec_gmma_kernel<decltype(t)::value, P>; });
+  GmVariant v{P, L2PF, {}};
+  qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) { return &qmatvec_gmma_kernel<decltype(t)::value, P, L2PF>; });
   return v;
 }
 
-const GmVariant* find_gm(int P) {
-  static const GmVariant table[] = {make_gm<4>(), make_gm<6>(), make_gm<8>()};
+// cfg.warps of this kernel selects the L2 prefetch size: 0 = 256 bytes (default), 1 = 128, 2 = none
+int l2pf_of(const QMatvecConfig& cfg) { return cfg.warps == 1 ? 128 : (cfg.warps == 2 ? 0 : 256); }
+
+const GmVariant* find_gm(int P, int l2pf) {
+  static const GmVariant table[] = {make_gm<4, 256>(), make_gm<6, 256>(), make_gm<8, 256>(), make_gm<6, 128>(),
+                                    make_gm<6, 0>()};
   for (const GmVariant& v : table)
-    if (v.P == P) return &v;
+    if (v.P == P && v.l2pf == l2pf) return &v;
   return nullptr;
 }
 
@@ -252,13 +266,14 @@ int q4gm_ring(int64_t T, const QMatvecConfig& cfg) {
 }
 
 bool q4gm_available(int64_t T, const QMatvecConfig& cfg) {
-  return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && find_gm(q4gm_ring(T, cfg)) != nullptr;
+  return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && cfg.warps >= 0 && cfg.warps <= 2 && find_gm(q4gm_ring(T, cfg), l2pf_of(cfg)) != nullptr;
 }
 
 void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                  const QMatvecConfig& cfg, int sms) {
-  const GmVariant* v = find_gm(q4gm_ring(T, cfg));
-  MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", cfg.stages);
+  const GmVariant* v = find_gm(q4gm_ring(T, cfg), l2pf_of(cfg));
+  MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", cfg.stages,
+             " and L2 prefetch variant ", cfg.warps);
   GmArgs args{};
   args.n = n;
   int64_t units = 0;
