@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/gdn.h"
+#include "backend/cuda/gemm.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/qmatvec.h"
 #include "core/dtype.h"
@@ -179,9 +180,12 @@ HostQ random_q(int64_t rows, int64_t cols, int bits, uint64_t seed) {
   return q;
 }
 
+// A test matrix on the device: the MLX upload (view) and, 4-bit, the tiled copy of the group-integer
+// kernel (tview), made by qmatvec_tile_upload from the host bytes through a small staging buffer (so
+// big matrices go up in several chunks).
 struct DevQ {
-  DeviceBuffer codes, scales, biases;
-  QWeightView view;
+  DeviceBuffer codes, scales, biases, tcodes, tsb;
+  QWeightView view, tview;
 };
 DevQ upload_q(CudaDevice& dev, const HostQ& q) {
   DevQ d;
@@ -189,8 +193,23 @@ DevQ upload_q(CudaDevice& dev, const HostQ& q) {
   d.scales = to_device(dev, q.scales, "test scales");
   d.biases = to_device(dev, q.biases, "test biases");
   d.view = QWeightView{d.codes.as<uint32_t>(), d.scales.as<uint16_t>(), d.biases.as<uint16_t>(), q.rows, q.cols, q.bits};
+  if (q.bits == 4) {
+    const QTiledBytes tb = qmatvec_tiled_bytes(q.rows, q.cols);
+    d.tcodes = dev.alloc(tb.codes, "test tiled codes");
+    d.tsb = dev.alloc(tb.sb, "test tiled scales");
+    DeviceBuffer stage = dev.alloc(std::max<size_t>(qmatvec_tile_staging_min(q.cols), size_t{4} << 20), "test staging");
+    qmatvec_tile_upload(dev, q.codes.data(), q.scales.data(), q.biases.data(), q.rows, q.cols, d.tcodes.get(), d.tsb.get(),
+                        stage.get(), stage.bytes());
+    d.tview = d.view;
+    d.tview.codes = d.tcodes.as<uint32_t>();
+    d.tview.scales = d.tsb.as<uint16_t>();
+    d.tview.biases = nullptr;
+    d.tview.tiled = true;
+  }
   return d;
 }
+// The view a config reads: the group-integer kernel (integer 4) takes the tiled copy.
+const QWeightView& view_for(const DevQ& d, const QMatvecConfig& c) { return c.integer == 4 ? d.tview : d.view; }
 
 // ops::linear over row slices on all cores; y: [T, rows]
 void ref_linear_parallel(const Matrix& W, const float* x, int64_t T, float* y) {
@@ -287,7 +306,7 @@ void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, 
       qlinear(dev, dq.view, xin, T, ws.as<float>(), dy.as<float>());
     } else {
       qmatvec_prepare(dev, xin, T, cols, bits, ws.as<float>());
-      qmatvec(dev, dq.view, ws.as<float>(), T, dy.as<float>(), c);
+      qmatvec(dev, view_for(dq, c), ws.as<float>(), T, dy.as<float>(), c);
     }
     return from_device<float>(dev, dy, static_cast<size_t>(T * rows));
   };
@@ -388,7 +407,7 @@ void check_qmatvec_multi(CudaDevice& dev, int bits, uint64_t seed) {
     std::vector<std::vector<float>> single(4);
     for (int i = 0; i < 4; ++i) {
       poison(dev, dy[i]);
-      qmatvec(dev, dq[i].view, ws.as<float>(), T, dy[i].as<float>(), ref);
+      qmatvec(dev, view_for(dq[i], ref), ws.as<float>(), T, dy[i].as<float>(), ref);
       single[i] = from_device<float>(dev, dy[i], static_cast<size_t>(T * heights[i]));
     }
     for (size_t j = 0; j < single[3].size(); ++j) single[3][j] = y0[j] + single[3][j];  // the accumulated one
@@ -399,7 +418,7 @@ void check_qmatvec_multi(CudaDevice& dev, int bits, uint64_t seed) {
       for (int i = 0; i < 3; ++i) poison(dev, dy[i]);
       MERE_CUDA_CHECK(cudaMemcpy(dy[3].get(), y0.data(), static_cast<size_t>(T * heights[3]) * 4, cudaMemcpyHostToDevice));
       QMatvecOut outs[4];
-      for (int i = 0; i < 4; ++i) outs[i] = QMatvecOut{dq[i].view, dy[i].as<float>(), i == 3};
+      for (int i = 0; i < 4; ++i) outs[i] = QMatvecOut{view_for(dq[i], c), dy[i].as<float>(), i == 3};
       qmatvec_multi(dev, outs, 4, ws.as<float>(), T, c);
       for (int i = 0; i < 4; ++i) {
         const auto got = from_device<float>(dev, dy[i], static_cast<size_t>(T * heights[i]));
@@ -417,7 +436,60 @@ void check_qmatvec_multi(CudaDevice& dev, int bits, uint64_t seed) {
               bad == 0, std::to_string(calls) + " launches, " + std::to_string(bad) + " matrices differ");
 }
 
+// Tiled 4-bit weights (the group-integer kernel's layout): the chunked host upload equals the device
+// permutation byte for byte; qgemm (prefill) on the tiled copy equals qgemm on the MLX bytes bitwise;
+// a tiled matrix under another kernel's config, a mixed launch and the group-integer config on MLX
+// bytes are clear errors.
+void check_tiled(CudaDevice& dev, uint64_t seed) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1000, 5120}, {33, 17408}, {7, 64}}) {
+    const HostQ hq = random_q(rows, cols, 4, seed++);
+    DevQ dq = upload_q(dev, hq);
+    const QTiledBytes tb = qmatvec_tiled_bytes(rows, cols);
+    DeviceBuffer c2 = dev.alloc(tb.codes, "tiled codes"), s2 = dev.alloc(tb.sb, "tiled sb");
+    qmatvec_tile_device(dev, dq.view, c2.get(), s2.get());
+    const bool same = from_device<uint8_t>(dev, dq.tcodes, tb.codes) == from_device<uint8_t>(dev, c2, tb.codes) &&
+                      from_device<uint8_t>(dev, dq.tsb, tb.sb) == from_device<uint8_t>(dev, s2, tb.sb);
+    char tag[96];
+    std::snprintf(tag, sizeof(tag), "tiled q4 [%lldx%lld]", static_cast<long long>(rows), static_cast<long long>(cols));
+    record_bool(std::string(tag) + " chunked upload == device permutation", same, same ? "bytes equal" : "bytes differ");
+    for (int64_t T : {5, 37}) {
+      const std::vector<float> x = random_vec(static_cast<size_t>(T * cols), seed++);
+      DeviceBuffer dx = to_device(dev, x, "x");
+      DeviceBuffer xq = dev.alloc(static_cast<size_t>(T * cols) * 2, "xq");
+      DeviceBuffer y1 = dev.alloc(static_cast<size_t>(T * rows) * 4, "y1"), y2 = dev.alloc(static_cast<size_t>(T * rows) * 4, "y2");
+      qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, xq.as<uint16_t>());
+      DeviceBuffer gws = dev.alloc(static_cast<size_t>(std::max<int64_t>(1, qgemm_workspace_floats(dev, dq.view, T))) * 4, "gws");
+      qgemm(dev, dq.view, xq.as<uint16_t>(), T, y1.as<float>(), rows, gws.as<float>());
+      qgemm(dev, dq.tview, xq.as<uint16_t>(), T, y2.as<float>(), rows, gws.as<float>());
+      const bool eq = from_device<float>(dev, y1, static_cast<size_t>(T * rows)) == from_device<float>(dev, y2, static_cast<size_t>(T * rows));
+      record_bool(std::string(tag) + " qgemm T=" + std::to_string(T) + " tiled == MLX bitwise", eq, eq ? "equal" : "differ");
+    }
+    auto throws = [&](const char* what, const std::function<void()>& f) {
+      bool threw = false;
+      try {
+        f();
+      } catch (const std::exception&) {
+        threw = true;
+      }
+      record_bool(std::string(tag) + " " + what + " is an error", threw, threw ? "mere::Error" : "accepted");
+    };
+    DeviceBuffer ws = dev.alloc(static_cast<size_t>(qmatvec_workspace_floats(1, cols, 4)) * 4, "ws");
+    DeviceBuffer y = dev.alloc(static_cast<size_t>(rows) * 8, "y");
+    throws("tiled matrix under the integer kernel's config", [&] {
+      qmatvec(dev, dq.tview, ws.as<float>(), 1, y.as<float>(), QMatvecConfig{4, 1, 0, 0, 1});
+    });
+    throws("group-integer config on MLX bytes", [&] {
+      qmatvec(dev, dq.view, ws.as<float>(), 1, y.as<float>(), QMatvecConfig{16, 1, 0, 0, 4});
+    });
+    throws("mixed tiled / MLX launch", [&] {
+      const QMatvecOut o[2] = {{dq.tview, y.as<float>(), false}, {dq.view, y.as<float>() + rows, false}};
+      qmatvec_multi(dev, o, 2, ws.as<float>(), 1);
+    });
+  }
+}
+
 void check_qmatvec(CudaDevice& dev, bool quick) {
+  check_tiled(dev, 900);
   const std::vector<int> all = {1, 3, 9};
   const int64_t breaking_rows[] = {1, 7, 31, 32, 33, 64, 65, 257};
   const int64_t breaking_cols[] = {64, 192, 1088, 4160, 320, 64, 1088, 4160};
@@ -708,8 +780,8 @@ void bench_bandwidth(CudaDevice& dev) {
 
 // rotating weight copies so the 60 MB L2 never holds the next launch's weights
 struct QBank {
-  DeviceBuffer codes, scales, biases;
-  std::vector<QWeightView> views;
+  DeviceBuffer codes, scales, biases, tcodes, tsb;
+  std::vector<QWeightView> views, tviews;  // tviews: 4-bit tiled copies (group-integer kernel)
 };
 QBank make_bank(CudaDevice& dev, int64_t rows, int64_t cols, int bits, size_t min_total) {
   QBank b;
@@ -726,6 +798,14 @@ QBank make_bank(CudaDevice& dev, int64_t rows, int64_t cols, int bits, size_t mi
   for (int i = 0; i < n; ++i)
     b.views.push_back(QWeightView{b.codes.as<uint32_t>() + cb / 4 * i, b.scales.as<uint16_t>() + sb / 2 * i,
                                   b.biases.as<uint16_t>() + sb / 2 * i, rows, cols, bits});
+  if (bits == 4) {
+    const QTiledBytes tb = qmatvec_tiled_bytes(rows, cols);
+    b.tcodes = dev.alloc(tb.codes * n, "bench tiled codes");
+    b.tsb = dev.alloc(tb.sb * n, "bench tiled sb");
+    for (int i = 0; i < n; ++i)
+      b.tviews.push_back(qmatvec_tile_device(dev, b.views[i], static_cast<uint8_t*>(b.tcodes.get()) + tb.codes * i,
+                                             static_cast<uint8_t*>(b.tsb.get()) + tb.sb * i));
+  }
   dev.synchronize("bank fill");
   return b;
 }
@@ -759,7 +839,8 @@ void bench_qmatvec(CudaDevice& dev) {
       // label: "" for the process default, " (auto)" for the tensor-core auto pick, " (sweep)" else
       auto bench_one = [&](int T, const QMatvecConfig& c, const char* label, const char* kernel) {
         qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
-        auto fn = [&](int i) { qmatvec(dev, bank.views[i % nb], ws.as<float>(), T, y.as<float>(), c); };
+        const std::vector<QWeightView>& vs = c.integer == 4 ? bank.tviews : bank.views;
+        auto fn = [&](int i) { qmatvec(dev, vs[i % nb], ws.as<float>(), T, y.as<float>(), c); };
         const Timing t = time_launches(dev, 5, 30, fn);
         const double g = time_graph(dev, std::min(nb * 2, 256), fn);
         const double bytes = bytes_w + 4.0 * T * s.cols * 1.03 + 4.0 * T * s.rows;
@@ -799,8 +880,9 @@ void bench_qmatvec(CudaDevice& dev) {
           if (!qmatvec_config_available(bits, T, c)) continue;
           qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
           auto fn = [&](int i) {
-            const QMatvecOut outs[2] = {{bank.views[(2 * i) % nb], y.as<float>(), false},
-                                        {bank.views[(2 * i + 1) % nb], y.as<float>() + T * s.rows, false}};
+            const std::vector<QWeightView>& vs = c.integer == 4 ? bank.tviews : bank.views;
+            const QMatvecOut outs[2] = {{vs[(2 * i) % nb], y.as<float>(), false},
+                                        {vs[(2 * i + 1) % nb], y.as<float>() + T * s.rows, false}};
             qmatvec_multi(dev, outs, 2, ws.as<float>(), T, c);
           };
           const double bytes = 2 * bytes_w + 4.0 * T * s.cols * 1.03 + 8.0 * T * s.rows;
@@ -914,7 +996,8 @@ void profile_launches(CudaDevice& dev) {
   int i = 0;
   for (int T : {1, 4, 9}) {
     qmatvec_prepare(dev, x.as<float>(), T, 5120, 4, ws.as<float>());
-    for (int r = 0; r < 3; ++r) qmatvec(dev, bank.views[i++ % bank.views.size()], ws.as<float>(), T, y.as<float>());
+    const std::vector<QWeightView>& vs = qmatvec_tiled_weights() ? bank.tviews : bank.views;  // MERE_CUDA_QMATVEC=mma
+    for (int r = 0; r < 3; ++r) qmatvec(dev, vs[i++ % vs.size()], ws.as<float>(), T, y.as<float>());
   }
   dev.synchronize("profile");
 }

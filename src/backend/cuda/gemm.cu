@@ -71,6 +71,7 @@ struct Params {
   const int32_t* offsets;  // grouped: [E+1]; nullptr: dense
   int E;                   // grouped: experts
   int64_t sb_total;        // elements of the scales (and biases) array
+  int tiled;               // 4-bit tiled layout (qmatvec.h): codes [tiles, K/64, 32] uint4, scales = {s, b} pairs
 };
 
 // Dequantise this thread's 32 codes (raw smem, 16 or 32 bytes) into the bf16 W tile.
@@ -190,6 +191,13 @@ __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
                             my_half * (RAW_ROW / 2);
   const int groups = p.K / 64;
   const int64_t my_sb0 = wr * groups;  // element index of this row's first scale
+  // tiled layout (4-bit): row wr's quarter q of group kt is 8 bytes at block (wr/16 * groups + kt),
+  // lane (wr%8)*4 + q, half wr%16 >= 8; its {scale | bias << 16} word at ((block * 8 + wr%8) * 2 + half)
+  const uint8_t* my_tile = reinterpret_cast<const uint8_t*>(p.codes) + (wr >> 4) * groups * 512 +
+                           ((wr & 7) * 4 + 2 * my_half) * 16 + ((wr >> 3) & 1) * 8;
+  const uint32_t* my_tsb = reinterpret_cast<const uint32_t*>(p.scales) + ((wr >> 4) * groups * 8 + (wr & 7)) * 2 +
+                           ((wr >> 3) & 1);
+  auto sb_word = [&](int kt) { return __ldg(my_tsb + static_cast<int64_t>(kt) * 16); };
 
   auto load_stage = [&](int stage, int kt) {
     // X: BM rows x 8 chunks
@@ -202,11 +210,17 @@ __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
       const uint16_t* src = p.x + static_cast<int64_t>(ok ? m : m0) * p.K + kt * kBK + ch * 8;
       cp_async16(smem_u32(xs + stage * BM * 128 + swz(r, ch)), src, ok ? 16 : 0);
     }
-    // raw codes: this thread's half row
-    const uint8_t* src = my_codes + static_cast<int64_t>(kt) * RAW_ROW;
+    // raw codes: this thread's half row (tiled: its two quarters, 16 bytes apart in the block)
     uint8_t* dst = raw + stage * G::kRawStage + my_row * RAW_ROW + my_half * (RAW_ROW / 2);
+    if (BITS == 4 && p.tiled) {
+      const uint8_t* src = my_tile + static_cast<int64_t>(kt) * 512;
+      cp_async8(smem_u32(dst), src);
+      cp_async8(smem_u32(dst + 8), src + 16);
+    } else {
+      const uint8_t* src = my_codes + static_cast<int64_t>(kt) * RAW_ROW;
 #pragma unroll
-    for (int i = 0; i < RAW_ROW / 32; ++i) cp_async16(smem_u32(dst + 16 * i), src + 16 * i, my_n_ok ? 16 : 0);
+      for (int i = 0; i < RAW_ROW / 32; ++i) cp_async16(smem_u32(dst + 16 * i), src + 16 * i, my_n_ok ? 16 : 0);
+    }
     // scale and bias: the aligned 4-byte word holding element si (a plain copy for the one case
     // where that word would run past the end of the array); read back by this same thread
     if constexpr (SBA) {
@@ -237,8 +251,13 @@ __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
   }
   uint32_t s_next = 0, b_next = 0;
   if constexpr (!SBA) {
-    s_next = p.scales[my_sb0 + kt0];
-    b_next = p.biases[my_sb0 + kt0];
+    if (p.tiled) {
+      const uint32_t w = sb_word(kt0);
+      s_next = w & 0xFFFFu, b_next = w >> 16;
+    } else {
+      s_next = p.scales[my_sb0 + kt0];
+      b_next = p.biases[my_sb0 + kt0];
+    }
   }
 
   // ldmatrix lane addressing
@@ -261,8 +280,13 @@ __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
       s_cur = s_next;
       b_cur = b_next;
       if (kt + 1 < kt1) {
-        s_next = p.scales[my_sb0 + kt + 1];
-        b_next = p.biases[my_sb0 + kt + 1];
+        if (p.tiled) {
+          const uint32_t w = sb_word(kt + 1);
+          s_next = w & 0xFFFFu, b_next = w >> 16;
+        } else {
+          s_next = p.scales[my_sb0 + kt + 1];
+          b_next = p.biases[my_sb0 + kt + 1];
+        }
       }
     }
     uint8_t* wtile = wt + (it & 1) * (kBN * 128);
@@ -528,6 +552,9 @@ void qgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
   p.ktiles_per_split = per;
   p.offsets = nullptr;
   p.sb_total = W.rows * (W.cols / 64);
+  p.tiled = W.tiled ? 1 : 0;
+  MERE_CHECK(!W.tiled || (W.bits == 4 && cfg.scale_prefetch != 1), "cuda qgemm",
+             "tiled weights: 4-bit with the register scale prefetch only");
   if (splits > 1) {
     p.y = ws;
     p.ldy = W.rows;
@@ -551,6 +578,7 @@ void qgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
 void qgemm_grouped(CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne, const uint16_t* xq,
                    const int32_t* offsets, int64_t P, float* y, int64_t ldy) {
   check_weight(W, "cuda qgemm_grouped");
+  MERE_CHECK(!W.tiled, "cuda qgemm_grouped", "tiled weights are not supported for grouped experts");
   MERE_CHECK(E >= 1 && Ne >= 1 && E * Ne == W.rows, "cuda qgemm_grouped", "experts: expected E * Ne = rows (", W.rows,
              "), got E = ", E, ", Ne = ", Ne);
   MERE_CHECK(ldy >= Ne && P >= 0 && P < (int64_t{1} << 31), "cuda qgemm_grouped", "ldy / P out of range");

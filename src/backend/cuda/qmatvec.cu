@@ -300,7 +300,7 @@ detail::IntImpl int_impl(int64_t T) {
     case Q4Kernel::IntegerRegister: return detail::IntImpl::Register;
     case Q4Kernel::IntegerPipelined: return detail::IntImpl::Pipelined;
     case Q4Kernel::IntegerMma: return detail::IntImpl::Mma;
-    case Q4Kernel::GroupMma: return detail::IntImpl::GroupMma;
+    case Q4Kernel::GroupMma: return detail::IntImpl::Register;  // MLX-layout matrices; tiled ones: qmatvec_multi
     default: return detail::IntImpl::Register;  // the fastest in the engine (sweep of session 7)
   }
 }
@@ -355,6 +355,8 @@ void qmatvec_prepare(CudaDevice& dev, const float* x, int64_t T, int64_t cols, i
 
 bool qmatvec_tensor_cores(int bits) { return bits == 4 && tensor_core_default(); }
 
+bool qmatvec_tiled_weights() { return q4_kernel() == Q4Kernel::GroupMma; }
+
 void qmatvec_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T, QMatvecConfig cfg) {
   MERE_CHECK(n >= 1 && n <= kMaxMultiMatrices, "qmatvec", "matrix count out of range: expected 1..", kMaxMultiMatrices,
              ", got ", n);
@@ -368,9 +370,21 @@ void qmatvec_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const float* 
                i, " is ", W.bits, "-bit [", W.rows, ", ", W.cols, "], matrix 0 ", bits, "-bit with ", cols, " columns");
     MERE_CHECK(W.rows > 0 && W.rows < (int64_t{1} << 31) && W.rows * (W.cols / 64) < (int64_t{1} << 31), "qmatvec",
                "row count out of range: expected 1..2^31 rows with rows*cols/64 < 2^31, got ", W.rows);
+    MERE_CHECK(W.tiled == outs[0].W.tiled, "qmatvec", "matrices of one launch must share a layout: matrix ", i,
+               W.tiled ? " is tiled, matrix 0 is not" : " is not tiled, matrix 0 is");
     total_rows += W.rows;
   }
+  if (outs[0].W.tiled) {  // tiled 4-bit weights: only the group-integer kernel reads them
+    if (cfg.rows_per_warp == 0 || cfg.unroll == 0) cfg = detail::q4int_default(T, detail::IntImpl::GroupMma);
+    MERE_CHECK(cfg.integer == detail::kGroupMma, "qmatvec",
+               "tiled 4-bit weights run only on the group-integer kernel, got a config for another kernel");
+    DeviceGuard guard(dev.ordinal());
+    detail::q4gm_launch(dev.stream(), outs, n, ws, T, cols, cfg, dev.sm_count());
+    return;
+  }
   if (cfg.rows_per_warp == 0 || cfg.unroll == 0) cfg = default_config(bits, T, total_rows, dev.sm_count());
+  MERE_CHECK(cfg.integer != detail::kGroupMma, "qmatvec",
+             "the group-integer kernel needs tiled 4-bit weights (qmatvec_tile_upload / qmatvec_tile_device)");
   DeviceGuard guard(dev.ordinal());
   if (is_int(bits, cfg)) {
     detail::q4int_launch(dev.stream(), outs, n, ws, T, cols, cfg, dev.sm_count());

@@ -58,15 +58,40 @@ namespace mere::cuda {
 inline constexpr int kMaxSkinnyRows = 9;  // T = 1..9 (verification width of MTP)
 inline constexpr int kMaxMultiMatrices = 4;  // matrices of one qmatvec_multi launch
 
-// Device view of one quantised weight: MLX layout, uploaded unchanged.
+// Device view of one quantised weight: the MLX layout uploaded unchanged, or (4-bit, tiled) the
+// layout of the group-integer kernel (below).
 struct QWeightView {
-  const uint32_t* codes = nullptr;   // [rows, cols*bits/32] u32, LSB-first packed codes
-  const uint16_t* scales = nullptr;  // [rows, cols/64] bf16
-  const uint16_t* biases = nullptr;  // [rows, cols/64] bf16
+  const uint32_t* codes = nullptr;   // MLX: [rows, cols*bits/32] u32, LSB-first packed codes
+  const uint16_t* scales = nullptr;  // MLX: [rows, cols/64] bf16; tiled: the {scale, bias} pairs
+  const uint16_t* biases = nullptr;  // MLX: [rows, cols/64] bf16; tiled: nullptr
   int64_t rows = 0, cols = 0;
   int bits = 4;                      // 4 or 8; group size is always 64
+  bool tiled = false;                // 4-bit tiled layout (only the group-integer kernel and qgemm read it)
   size_t bytes() const { return static_cast<size_t>(rows * cols * bits / 8 + rows * (cols / 64) * 4); }
 };
+
+// Tiled 4-bit weights (qmatvec_tiled.cu): a permutation of the MLX bytes for the group-integer
+// kernel, rows padded to whole tiles of 16 (zero codes and scales):
+//   codes: [tiles, cols/64, 32 lanes] uint4, lane (g = lane/4, t = lane%4) = {row 16*tile + g: u32
+//          words 2t, 2t+1 of the group (columns 16t..16t+15); row 16*tile + g + 8: the same words}
+//   sb:    [tiles, cols/64, 8] uint2 = {scale | bias << 16 (bf16 bits) of row 16*tile + g, of row + 8}
+struct QTiledBytes {
+  size_t codes = 0, sb = 0;
+};
+QTiledBytes qmatvec_tiled_bytes(int64_t rows, int64_t cols);
+// Whether 4-bit weights should be uploaded tiled: the process runs the group-integer kernel
+// (MERE_CUDA_QMATVEC=mma). MLX-layout 4-bit matrices then run on the integer kernel.
+bool qmatvec_tiled_weights();
+// Smallest staging buffer qmatvec_tile_upload takes for `cols` (one tile of 16 rows).
+size_t qmatvec_tile_staging_min(int64_t cols);
+// Host MLX matrix (codes [rows, cols/8] u32, scales / biases [rows, cols/64] bf16) -> tiled layout at
+// dst_codes / dst_sb (device, qmatvec_tiled_bytes), in chunks of whole tiles through `staging`
+// (device scratch, >= qmatvec_tile_staging_min). Returns when the copy is complete.
+void qmatvec_tile_upload(CudaDevice& dev, const void* codes, const uint16_t* scales, const uint16_t* biases,
+                         int64_t rows, int64_t cols, void* dst_codes, void* dst_sb, void* staging,
+                         size_t staging_bytes);
+// Device MLX 4-bit matrix -> tiled copy at dst_codes / dst_sb (stream-ordered); the view of the copy.
+QWeightView qmatvec_tile_device(CudaDevice& dev, const QWeightView& src, void* dst_codes, void* dst_sb);
 
 // Launch shape; rows_per_warp = 0: choose automatically (qmatvec_default_config). Results never
 // depend on it (within one kernel).

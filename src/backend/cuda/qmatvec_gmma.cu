@@ -47,10 +47,9 @@ constexpr int kResidentWarpsPerSm = 16;   // the resident-warp estimate of gm_sp
 constexpr uint32_t kNib = 0x0F0F0F0Fu;
 
 struct GmMat {
-  const uint2* codes;  // [rows, cols/16] 8-byte quarters of groups (16 columns each)
-  const uint16_t* scales;  // [rows, cols/64] bf16
-  const uint16_t* biases;
-  float* y;                // [T, rows]
+  const uint4* codes;  // tiled: [tiles, cols/64, 32 lanes] uint4 (qmatvec_tiled.h)
+  const uint2* sb;     // tiled: [tiles, cols/64, 8] {scale | bias << 16 of row g, of row g + 8}
+  float* y;            // [T, rows]
   int rows, unit_end, splits, accumulate;  // unit_end: end of this matrix in the launch's unit space
 };
 struct GmArgs {
@@ -58,18 +57,19 @@ struct GmArgs {
   int n;
 };
 
-// 8 bytes of codes, not kept in L1; L2PF = the L2 prefetch size asked for (256, 128 or 0 bytes): a
-// warp reads 32 bytes a row a group, so without the hint each DRAM access served one 32-byte
-// sector of a line whose neighbours the warp wants a few hundred cycles later (v8a: 21% of copy).
+// 16 bytes of codes (lane (g, t) of a tiled block: quarter t of rows g and g + 8), not kept in L1;
+// L2PF = the L2 prefetch size asked for (256, 128 or 0 bytes).
 template <int L2PF>
-__device__ __forceinline__ uint2 ld_stream8(const uint2* p) {
-  uint2 v;
+__device__ __forceinline__ uint4 ld_codes(const uint4* p) {
+  uint4 v;
   if constexpr (L2PF == 256)
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   else if constexpr (L2PF == 128)
-    asm("ld.global.nc.L1::no_allocate.L2::128B.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    asm("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   else
-    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 
@@ -106,22 +106,17 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int g = lane >> 2, t = lane & 3;
   const int ra = tile * 16 + g, rb = ra + 8;
   const bool va = active && ra < M.rows, vb = active && rb < M.rows;
-  const size_t rowq = static_cast<size_t>(cols >> 4);
-  const uint2* ca = M.codes + static_cast<size_t>(va ? ra : 0) * rowq + 4 * gb + t;
-  const uint2* cb = M.codes + static_cast<size_t>(vb ? rb : 0) * rowq + 4 * gb + t;
-  const uint16_t* sa = M.scales + static_cast<size_t>(va ? ra : 0) * ng + gb;
-  const uint16_t* sb = M.scales + static_cast<size_t>(vb ? rb : 0) * ng + gb;
-  const ptrdiff_t bd = M.biases - M.scales;
+  const size_t blk = static_cast<size_t>(active ? tile : 0) * ng + gb;  // first (tile, group) block
+  const uint4* cp = M.codes + blk * 32 + lane;
+  const uint2* sp = M.sb + blk * 8 + g;
 
-  // the ring: codes of rows g / g+8 and their scale, bias of groups i .. i+P-1 of the unit
-  uint2 wa[P], wb[P];
-  uint32_t qa[P], qb[P];  // scale | bias << 16 (bf16 bits)
+  // the ring: codes (rows g and g+8, quarter t) and the scale | bias words of groups i .. i+P-1
+  uint4 wv[P];
+  uint2 qv[P];
   auto fetch = [&](int slot, int i) {
     const bool ok = i < n;
-    wa[slot] = ok && va ? ld_stream8<L2PF>(ca + 4 * i) : make_uint2(0u, 0u);
-    wb[slot] = ok && vb ? ld_stream8<L2PF>(cb + 4 * i) : make_uint2(0u, 0u);
-    qa[slot] = ok && va ? static_cast<uint32_t>(__ldg(sa + i)) | (static_cast<uint32_t>(__ldg(sa + i + bd)) << 16) : 0u;
-    qb[slot] = ok && vb ? static_cast<uint32_t>(__ldg(sb + i)) | (static_cast<uint32_t>(__ldg(sb + i + bd)) << 16) : 0u;
+    wv[slot] = ok ? ld_codes<L2PF>(cp + 32 * i) : make_uint4(0u, 0u, 0u, 0u);
+    qv[slot] = ok ? __ldg(sp + 8 * i) : make_uint2(0u, 0u);
   };
 #pragma unroll
   for (int p = 0; p < P; ++p) fetch(p, p);
@@ -132,12 +127,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
     const int tok = 4 * j + (g >> 1);
-    bj[j] = tok < T ? (tok * ng * 3 + (g & 1)) * 4 + t : -1;
+    bj[j] = tok < T ? ((g & 1) * T + tok) * 4 + t : -1;
   }
 #pragma unroll
   for (int q = 0; q < NP; ++q) {
     const int tok = 8 * q + 4 * (g & 1) + (g >> 1);
-    bp[q] = tok < T ? (tok * ng * 3 + 2) * 4 + t : -1;
+    bp[q] = tok < T ? (2 * T + tok) * 4 + t : -1;
   }
 
   float acc[2][NJ];
@@ -152,14 +147,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       const int G = gb + i;
       uint4 xj[NJ], xp[NP];
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) xj[j] = bj[j] >= 0 ? __ldg(gdg + bj[j] + 12 * G) : make_uint4(0u, 0u, 0u, 0u);
+      for (int j = 0; j < NJ; ++j) xj[j] = bj[j] >= 0 ? __ldg(gdg + bj[j] + 12 * T * G) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-      for (int q = 0; q < NP; ++q) xp[q] = bp[q] >= 0 ? __ldg(gdg + bp[q] + 12 * G) : make_uint4(0u, 0u, 0u, 0u);
-      const uint2 A = wa[p], B = wb[p];
-      const uint32_t QA = qa[p], QB = qb[p];
+      for (int q = 0; q < NP; ++q) xp[q] = bp[q] >= 0 ? __ldg(gdg + bp[q] + 12 * T * G) : make_uint4(0u, 0u, 0u, 0u);
+      const uint4 W = wv[p];  // .x, .y: row g words 2t, 2t+1; .z, .w: row g+8
+      const uint32_t QA = qv[p].x, QB = qv[p].y;
       fetch(p, i + P);
-      const uint32_t a0[4] = {A.x & kNib, B.x & kNib, (A.x >> 4) & kNib, (B.x >> 4) & kNib};
-      const uint32_t a1[4] = {A.y & kNib, B.y & kNib, (A.y >> 4) & kNib, (B.y >> 4) & kNib};
+      const uint32_t a0[4] = {W.x & kNib, W.z & kNib, (W.x >> 4) & kNib, (W.z >> 4) & kNib};
+      const uint32_t a1[4] = {W.y & kNib, W.w & kNib, (W.y >> 4) & kNib, (W.w >> 4) & kNib};
       int c01[NJ][4], c2[NP][4];
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
@@ -178,7 +173,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
       for (int k = 0; k < NJ; ++k) {
         if (4 * k + t < T) {
-          const float2 gs = __ldg(gsx2 + static_cast<size_t>(4 * k + t) * ng + G);  // {2^-e, sum of the group}
+          const float2 gs = __ldg(gsx2 + static_cast<size_t>(G) * T + 4 * k + t);  // {2^-e, sum of the group}
           const int Va = (c2[k >> 1][k & 1] * 256 + c01[k][1]) * 256 + c01[k][0];
           const int Vb = (c2[k >> 1][2 + (k & 1)] * 256 + c01[k][3]) * 256 + c01[k][2];
           const float qxa = __fmul_rn(__int2float_rn(Va), gs.x), qxb = __fmul_rn(__int2float_rn(Vb), gs.x);
@@ -279,13 +274,15 @@ void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws,
   int64_t units = 0;
   for (int i = 0; i < n; ++i) {
     const QWeightView& W = outs[i].W;
-    MERE_CHECK((reinterpret_cast<uintptr_t>(W.codes) & 7u) == 0, "qmatvec",
-               "group-integer kernel needs 8-byte aligned codes; matrix ", i, " is not");
+    MERE_CHECK(W.tiled && W.bits == 4 && W.biases == nullptr &&
+                   (reinterpret_cast<uintptr_t>(W.codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(W.scales) & 7u) == 0,
+               "qmatvec", "the group-integer kernel needs tiled 4-bit weights (16-byte aligned codes); matrix ", i,
+               " is not");
     const int S = q4gm_splits(W.rows, cols, sms);
     units += ((W.rows + 15) / 16 * S + kWarps - 1) / kWarps * kWarps;
     MERE_CHECK(units < (int64_t{1} << 30), "qmatvec", "too many rows for one launch");
-    args.m[i] = GmMat{reinterpret_cast<const uint2*>(W.codes), W.scales, W.biases, outs[i].y, static_cast<int>(W.rows),
-                      static_cast<int>(units), S, outs[i].accumulate ? 1 : 0};
+    args.m[i] = GmMat{reinterpret_cast<const uint4*>(W.codes), reinterpret_cast<const uint2*>(W.scales), outs[i].y,
+                      static_cast<int>(W.rows), static_cast<int>(units), S, outs[i].accumulate ? 1 : 0};
   }
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
   launch("qmatvec_gmma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32), 0, s,

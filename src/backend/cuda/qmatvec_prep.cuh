@@ -12,8 +12,9 @@
 //              frag: [T, cols/64, 8 lane slots, 2 uint4] f16 hi/lo B fragments; gsx: [T, cols/64] {sum, 2^-s};
 //   and, at int_offset, the integer part (int_emit): dg: [T, spans, 6 units, 32 lanes] uint4 s8 digits,
 //              dsx: [T, cols/32] {2^-e, sum};
-//   and, at gm_offset, the group-integer part (gm_emit, qmatvec_gmma.cu): gdg: [T, cols/64, 3 digits,
-//              4 quarters] uint4 s8 digits, gsx2: [T, cols/64] {2^-e, sum of the group}.
+//   and, at gm_offset, the group-integer part (gm_emit, qmatvec_gmma.cu): gdg: [cols/64, 3 digits, T,
+//              4 quarters] uint4 s8 digits, gsx2: [cols/64, T] {2^-e, sum of the group} (group-major:
+//              the tokens of one group share cache lines).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -42,7 +43,7 @@ __host__ __device__ inline int64_t int_floats(int64_t T, int64_t cols) {
   return T * int_spans(cols) * 6 * 32 * 4 + T * (cols / 32) * 2;
 }
 // Group-integer layout (qmatvec_gmma.cu): per (token, group of 64 columns) three base-256 digits of
-// x * 2^e (one e a group) as s8, [T][group][digit][quarter] uint4, then {2^-e, sum} [T][group].
+// x * 2^e (one e a group) as s8, [group][digit][T][quarter] uint4, then {2^-e, sum} [group][T].
 __host__ __device__ inline int64_t gm_offset(int64_t T, int64_t cols) {
   return (int_offset(T, cols) + int_floats(T, cols) + 3) / 4 * 4;
 }
@@ -59,7 +60,7 @@ struct Layout {
   float2* dsx = nullptr;  // integer layout: {2^-e, sum} per chunk
   uint4* gdg = nullptr;    // group-integer layout: digit words
   float2* gsx2 = nullptr;  // group-integer layout: {2^-e, sum} per group
-  int stride = 0, cols = 0, spans = 0;
+  int stride = 0, cols = 0, spans = 0, T = 0;
 };
 __host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int bits) {
   Layout L;
@@ -67,6 +68,7 @@ __host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int
   L.stride = static_cast<int>(xs_stride(cols, bits));
   L.sx = ws + T * L.stride;
   L.cols = static_cast<int>(cols);
+  L.T = static_cast<int>(T);
   if (bits == 4) {
     float* tc = ws + tc_offset(T, cols);
     L.frag = reinterpret_cast<uint4*>(tc);
@@ -159,11 +161,10 @@ __device__ __forceinline__ void gm_emit(const float (&v)[16], float gmax, float 
     w[1][word] |= (static_cast<uint32_t>(d1) & 0xFFu) << (8 * byte);
     w[2][word] |= (static_cast<uint32_t>(d2) & 0xFFu) << (8 * byte);
   }
-  const size_t tg = static_cast<size_t>(t) * (L.cols >> 6) + G;
-  uint4* o = L.gdg + tg * 12 + q;
+  uint4* o = L.gdg + (static_cast<size_t>(G) * 3 * L.T + t) * 4 + q;
 #pragma unroll
-  for (int d = 0; d < 3; ++d) o[4 * d] = make_uint4(w[d][0], w[d][1], w[d][2], w[d][3]);
-  if (q == 0) L.gsx2[tg] = make_float2(inv, gsum);
+  for (int d = 0; d < 3; ++d) o[static_cast<size_t>(d) * L.T * 4] = make_uint4(w[d][0], w[d][1], w[d][2], w[d][3]);
+  if (q == 0) L.gsx2[static_cast<size_t>(G) * L.T + t] = make_float2(inv, gsum);
 }
 
 // 4-bit: one lane slot (0..7: slot = 4*lo + quarter q) of the 8 consecutive lanes that prepare

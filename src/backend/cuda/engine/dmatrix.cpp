@@ -3,6 +3,7 @@
 // the same formula as Matrix::row_f32); F16 floats are widened to f32, BF16 and F32 stay.
 #include "backend/cuda/engine/dmatrix.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -70,11 +71,32 @@ const float* WeightArena::upload_vec(const std::vector<float>& v, const char* wh
   return static_cast<const float*>(put(v.data(), v.size() * 4, what));
 }
 
-DMat WeightArena::upload(const Matrix& m, const char* what) {
+DMat WeightArena::upload(const Matrix& m, const char* what, bool tile) {
   MERE_CHECK(!m.empty(), "cuda upload", "missing weight matrix ", what);
   for (const auto& [p, d] : seen_)
     if (p == m.data && d.rows == m.rows && d.cols == m.cols) return d;
+  if (tile && kernel_quant_format(m) && m.bits == 4 && qmatvec_tiled_weights()) return upload_tiled(m, what);
   return upload_stacked({&m}, what);
+}
+
+// 64 MiB of staging (or one matrix when smaller): a 27B-geometry checkpoint goes up in ~250 chunks.
+DMat WeightArena::upload_tiled(const Matrix& m, const char* what) {
+  const QTiledBytes tb = qmatvec_tiled_bytes(m.rows, m.cols);
+  const size_t want = std::max(qmatvec_tile_staging_min(m.cols),
+                               std::min<size_t>(size_t{64} << 20, static_cast<size_t>(m.rows * (m.cols / 2 + m.cols / 16))));
+  if (stage_.bytes() < want) stage_ = dev_.alloc(std::max(want, std::min<size_t>(size_t{64} << 20, 2 * want)), "tiled upload staging");
+  void* codes = put(nullptr, tb.codes, what);
+  void* sb = put(nullptr, tb.sb, what);
+  qmatvec_tile_upload(dev_, m.data, static_cast<const uint16_t*>(m.scales), static_cast<const uint16_t*>(m.biases), m.rows, m.cols, codes, sb, stage_.get(), stage_.bytes());
+  DMat d;
+  d.rows = m.rows;
+  d.cols = m.cols;
+  d.bits = 4;
+  d.data = codes;
+  d.scales = static_cast<const uint16_t*>(sb);
+  d.tiled = true;
+  seen_.emplace_back(m.data, d);
+  return d;
 }
 
 DMat WeightArena::upload_stacked(const std::vector<const Matrix*>& ms, const char* what) {

@@ -33,19 +33,20 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   const char* fu = std::getenv("MERE_CUDA_FUSE");
   fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
   embed_ = arena_.upload(w.embed, "embed_tokens");
-  lm_head_ = arena_.upload(w.lm_head, "lm_head");
+  lm_head_ = arena_.upload(w.lm_head, "lm_head", true);
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");
   int64_t nfull = 0, nlin = 0;
   for (const LayerWeights& L : w.layers) layers_.push_back(upload_layer(L, L.kind == LayerKind::Full ? nfull++ : nlin++));
   has_mtp_ = w.mtp.present;
   if (has_mtp_) {
     mtp_layer_ = upload_layer(w.mtp.layer, 0);
-    mtp_fc_ = arena_.upload(w.mtp.fc, "mtp.fc");
+    mtp_fc_ = arena_.upload(w.mtp.fc, "mtp.fc", true);
     mtp_norm_e_ = arena_.upload_vec(w.mtp.pre_fc_norm_embedding, "mtp.pre_fc_norm_embedding");
     mtp_norm_h_ = arena_.upload_vec(w.mtp.pre_fc_norm_hidden, "mtp.pre_fc_norm_hidden");
     mtp_norm_ = arena_.upload_vec(w.mtp.norm, "mtp.norm");
   }
   MERE_CHECK(!has_mtp_ || mtp_layer_.kind == LayerKind::Full, "cuda engine", "MTP layer must be full attention");
+  arena_.end_uploads();
   alloc_scratch();
 }
 
@@ -56,31 +57,34 @@ DLayer CudaEngine::upload_layer(const LayerWeights& L, int64_t index) {
   d.input_norm = arena_.upload_vec(L.input_norm, "input_layernorm");
   d.post_norm = arena_.upload_vec(L.post_norm, "post_attention_layernorm");
   if (L.kind == LayerKind::Full) {
-    d.attn.q = arena_.upload(L.attn.q_proj, "q_proj");
-    d.attn.k = arena_.upload(L.attn.k_proj, "k_proj");
-    d.attn.v = arena_.upload(L.attn.v_proj, "v_proj");
-    d.attn.o = arena_.upload(L.attn.o_proj, "o_proj");
+    d.attn.q = arena_.upload(L.attn.q_proj, "q_proj", true);
+    d.attn.k = arena_.upload(L.attn.k_proj, "k_proj", true);
+    d.attn.v = arena_.upload(L.attn.v_proj, "v_proj", true);
+    d.attn.o = arena_.upload(L.attn.o_proj, "o_proj", true);
     d.attn.q_norm = arena_.upload_vec(L.attn.q_norm, "q_norm");
     d.attn.k_norm = arena_.upload_vec(L.attn.k_norm, "k_norm");
   } else {
-    d.gdn.qkv = arena_.upload(L.gdn.in_proj_qkv, "in_proj_qkv");
-    d.gdn.z = arena_.upload(L.gdn.in_proj_z, "in_proj_z");
-    d.gdn.b = arena_.upload(L.gdn.in_proj_b, "in_proj_b");
-    d.gdn.a = arena_.upload(L.gdn.in_proj_a, "in_proj_a");
-    d.gdn.out = arena_.upload(L.gdn.out_proj, "out_proj");
+    d.gdn.qkv = arena_.upload(L.gdn.in_proj_qkv, "in_proj_qkv", true);
+    d.gdn.z = arena_.upload(L.gdn.in_proj_z, "in_proj_z", true);
+    d.gdn.b = arena_.upload(L.gdn.in_proj_b, "in_proj_b", true);
+    d.gdn.a = arena_.upload(L.gdn.in_proj_a, "in_proj_a", true);
+    d.gdn.out = arena_.upload(L.gdn.out_proj, "out_proj", true);
     d.gdn.conv = arena_.upload_vec(L.gdn.conv, "conv1d");
     d.gdn.dt_bias = arena_.upload_vec(L.gdn.dt_bias, "dt_bias");
     d.gdn.neg_a = arena_.upload_vec(L.gdn.neg_a, "A_log");
     d.gdn.norm = arena_.upload_vec(L.gdn.norm, "linear_attn.norm");
   }
-  auto mlp = [&](const MlpWeights& m) {
-    return DMlp{arena_.upload(m.gate, "gate_proj"), arena_.upload(m.up, "up_proj"), arena_.upload(m.down, "down_proj")};
+  // tile: the dense MLP (qmatvec / qgemm only); the MoE shared expert stays MLX (k_moe's fused
+  // kernels read it)
+  auto mlp = [&](const MlpWeights& m, bool tile) {
+    return DMlp{arena_.upload(m.gate, "gate_proj", tile), arena_.upload(m.up, "up_proj", tile),
+                arena_.upload(m.down, "down_proj", tile)};
   };
   if (!cfg_.is_moe) {
-    d.mlp = mlp(L.mlp);
+    d.mlp = mlp(L.mlp, true);
     return d;
   }
-  d.router = arena_.upload(L.moe.router, "mlp.gate (router)");
+  d.router = arena_.upload(L.moe.router, "mlp.gate (router)", true);
   std::vector<const Matrix*> g, u, dn;
   for (const MlpWeights& e : L.moe.experts) {
     g.push_back(&e.gate);
@@ -89,8 +93,8 @@ DLayer CudaEngine::upload_layer(const LayerWeights& L, int64_t index) {
   }
   d.experts = DMlp{arena_.upload_stacked(g, "experts gate_proj"), arena_.upload_stacked(u, "experts up_proj"),
                    arena_.upload_stacked(dn, "experts down_proj")};
-  d.shared = mlp(L.moe.shared);
-  d.shared_gate = arena_.upload(L.moe.shared_gate, "shared_expert_gate");
+  d.shared = mlp(L.moe.shared, false);
+  d.shared_gate = arena_.upload(L.moe.shared_gate, "shared_expert_gate", true);
   return d;
 }
 

@@ -276,6 +276,7 @@ __global__ void __launch_bounds__(kArgThreads) argmax_kernel(const float* __rest
 }  // namespace
 
 void embed(cudaStream_t s, const DMat& E, const int32_t* ids, int64_t T, float* out) {
+  MERE_CHECK(!E.tiled, "cuda embed", "the embedding must be in the MLX layout, got a tiled matrix");
   dim3 grid(blocks(E.cols, 256), static_cast<unsigned>(T));
   launch("embed_kernel", embed_kernel, grid, 256, 0, s, E.data, E.scales, E.biases, E.bits, E.bf16, ids,
          static_cast<int>(E.cols), out);
@@ -322,6 +323,7 @@ void swiglu(cudaStream_t s, float* g, const float* u, int64_t n) {
 
 void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_div, const int32_t* sel, float* y) {
   MERE_CHECK(P >= 1 && P < 65536, "cuda gemv", "pair count out of range: ", P);
+  MERE_CHECK(!W.tiled, "cuda gemv", "tiled weights run on qmatvec / qgemm only");
   dim3 grid(blocks(W.rows, kGemvWarps), static_cast<unsigned>(P));
   const int rows = static_cast<int>(W.rows), cols = static_cast<int>(W.cols), xd = static_cast<int>(x_div);
   if (W.bits == 4)

@@ -366,6 +366,7 @@ bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, con
                          const DMat& sdown, int64_t K) {
   const int bits = gate.bits;
   if (bits != 4 && bits != 8) return false;
+  if (gate.tiled || up.tiled || down.tiled || sgate.tiled || sup.tiled || sdown.tiled) return false;  // MLX only
   const int64_t H = gate.cols, Ie = gate.rows, Is = sgate.rows;
   if (!(fits(gate, bits, H) && fits(up, bits, H) && fits(sgate, bits, H) && fits(sup, bits, H) &&
         fits(down, bits, Ie) && fits(sdown, bits, Is) && up.rows == Ie && sup.rows == Is && down.rows == H &&
