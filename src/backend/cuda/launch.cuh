@@ -45,24 +45,42 @@ bool pdl_enabled();
 
 // kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute (when pdl_enabled()); a launch
 // error throws mere::Error naming `what`.
+// launch() with a thread-block cluster of `cluster` blocks (sm_90); cluster = (1, 1, 1) is launch().
 template <class... P, class... A>
-void launch(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+void launch_cluster(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, dim3 cluster, size_t smem,
+                    cudaStream_t s, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "launch: argument count must match the kernel's parameters");
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster.x;
+    attr[n].val.clusterDim.y = cluster.y;
+    attr[n].val.clusterDim.z = cluster.z;
+    ++n;
+  }
+  if (pdl_enabled()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cfg.numAttrs = n;
   const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(std::forward<A>(args))...);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();  // clear it, as MERE_CUDA_CHECK_LAUNCH did, so a later check does not see it
     throw_cuda_error(err, cat("launch of ", what).c_str(), __FILE__, __LINE__);
   }
+}
+
+template <class... P, class... A>
+void launch(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+  launch_cluster(what, kernel, grid, block, dim3(1, 1, 1), smem, s, std::forward<A>(args)...);
 }
 
 }  // namespace mere::cuda

@@ -1,5 +1,6 @@
 // Embedding gather, RMSNorm with strides, elementwise ops, the generic (float / gathered-expert)
 // matvec and argmax. kernels.h has the contracts.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -10,6 +11,8 @@
 
 namespace mere::cuda::k {
 namespace {
+
+namespace cg = cooperative_groups;
 
 inline unsigned blocks(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 __device__ __forceinline__ float bf(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
@@ -58,11 +61,12 @@ __device__ __forceinline__ float row_inv_rms(float ss, int n, float eps) {
 
 // PREP = 4 or 8: after the row is written, the block prepares it as qmatvec's input at that bit
 // width (qmatvec_prep.cuh) into L; 0: no prepare.
+// Columns [c0, c1) (multiples of 64; the whole row: 0, L.cols).
 template <int PREP>
-__device__ __forceinline__ void prepare_tail(const float* yr, const prep::Layout& L) {
+__device__ __forceinline__ void prepare_tail(const float* yr, const prep::Layout& L, int c0, int c1) {
   if constexpr (PREP != 0) {
     __syncthreads();  // the row was written by every thread of the block: read it back from L2
-    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, static_cast<int>(blockIdx.x), 0, L.cols, L);
+    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, static_cast<int>(blockIdx.x), c0, c1, L);
   }
 }
 
@@ -86,7 +90,7 @@ __global__ void __launch_bounds__(kNormThreads)
   }
   const float r = row_inv_rms(ss, n, eps);
   for (int i = threadIdx.x; i < n; i += kNormThreads) yr[i] = __fmul_rn(__fmul_rn(xr[i], r), w[i]);
-  prepare_tail<PREP>(yr, L);
+  prepare_tail<PREP>(yr, L, 0, L.cols);
 }
 
 // Vectorised form for rows of n % 4 == 0, n <= kNormMaxV4 * 4 * kNormThreads, 16-byte aligned
@@ -94,6 +98,11 @@ __global__ void __launch_bounds__(kNormThreads)
 // float4 units i, i + 256, ...; its sum of squares runs over them in order (fma chain, lanes x, y,
 // z, w), then the same warp butterfly and in-order sum of the 8 warp partials as the scalar kernel.
 // Each row depends on its own values only (batch-width invariant).
+// Split (gridDim.y = nb > 1, PREP only, n % 64 == 0): the nb blocks of a row form a cluster; each
+// computes the row's norm exactly as above (the whole row, same order, same bits), then, after a
+// cluster barrier (every block has read x before any block writes it), writes x, y and the
+// prepared input of its own groups [ng*b/nb, ng*(b+1)/nb) only. v1 prepared a 5120-wide row with
+// one block of 256 threads: ~8 us a launch, 1.03 ms of a 27B decode step (ncu, session 8).
 constexpr int kNormMaxV4 = 8;  // n <= 8192
 template <int PREP>
 __global__ void __launch_bounds__(kNormThreads)
@@ -116,7 +125,6 @@ __global__ void __launch_bounds__(kNormThreads)
         const float4 a = ar[i];
         v[k].x = __fadd_rn(v[k].x, a.x), v[k].y = __fadd_rn(v[k].y, a.y);
         v[k].z = __fadd_rn(v[k].z, a.z), v[k].w = __fadd_rn(v[k].w, a.w);
-        xr[i] = v[k];
       }
       ss = __fmaf_rn(v[k].x, v[k].x, ss);
       ss = __fmaf_rn(v[k].y, v[k].y, ss);
@@ -125,10 +133,18 @@ __global__ void __launch_bounds__(kNormThreads)
     }
   }
   const float r = row_inv_rms(ss, n, eps);
+  const int nb = static_cast<int>(gridDim.y), b = static_cast<int>(blockIdx.y);
+  int u0 = 0, u1 = n4;  // float4 units this block writes
+  if (nb > 1) {
+    const int ng = n / 64;
+    u0 = ng * b / nb * 16, u1 = ng * (b + 1) / nb * 16;
+    cg::this_cluster().sync();
+  }
 #pragma unroll
   for (int k = 0; k < kNormMaxV4; ++k) {
     const int i = threadIdx.x + k * kNormThreads;
-    if (i < n4) {
+    if (i < n4 && i >= u0 && i < u1) {
+      if (ar) xr[i] = v[k];
       const float4 wv = wr[i];
       float4 o;
       o.x = __fmul_rn(__fmul_rn(v[k].x, r), wv.x);
@@ -138,7 +154,7 @@ __global__ void __launch_bounds__(kNormThreads)
       yr[i] = o;
     }
   }
-  prepare_tail<PREP>(reinterpret_cast<const float*>(yr), L);
+  prepare_tail<PREP>(reinterpret_cast<const float*>(yr), L, 4 * u0, 4 * u1);
 }
 
 bool norm_v4_ok(const void* x, int64_t xs, const void* add, const void* w, int64_t n, const void* y, int64_t ys) {
@@ -286,9 +302,11 @@ namespace {
 template <int PREP>
 void launch_norm(cudaStream_t s, float* x, int64_t xs, const float* add, const float* w, int64_t T, int64_t n, float eps,
                  float* y, int64_t ys, const prep::Layout& L) {
+  // prepared rows of decode / verification: a cluster of 8 blocks a row (see rms_norm_v4_kernel)
+  const unsigned nb = PREP != 0 && T <= 16 && n % 64 == 0 && n / 64 >= 8 ? 8u : 1u;
   if (norm_v4_ok(x, xs, add, w, n, y, ys))
-    launch("rms_norm_v4_kernel", &rms_norm_v4_kernel<PREP>, static_cast<unsigned>(T), kNormThreads, 0, s, x, xs, add, w,
-           static_cast<int>(n), eps, y, ys, L);
+    launch_cluster("rms_norm_v4_kernel", &rms_norm_v4_kernel<PREP>, dim3(static_cast<unsigned>(T), nb),
+                   dim3(kNormThreads), dim3(1, nb, 1), 0, s, x, xs, add, w, static_cast<int>(n), eps, y, ys, L);
   else
     launch("rms_norm_kernel", &rms_norm_kernel<PREP>, static_cast<unsigned>(T), kNormThreads, 0, s, x, xs, add, w,
            static_cast<int>(n), eps, y, ys, L);
