@@ -135,6 +135,25 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     bp[q] = tok < T ? (2 * T + tok) * 4 + t : -1;
   }
 
+  // x of a group (its digits: 192 T contiguous bytes; its {2^-e, sum}: 8 T) is read by every warp
+  // of the SM at about the same time, so the first touch missed L1 in every warp (hit rate 25%, ncu)
+  // and each group waited for an L2 round trip before its mma and another before its epilogue:
+  // ~1000 cycles a group, 1.07 TB/s at 8 warps an SM (v8b). The warp prefetches the lines of group
+  // i + P into L1 while it computes group i (no registers held).
+  auto prefetch_x = [&](int G) {
+    const uintptr_t d0 = reinterpret_cast<uintptr_t>(gdg + static_cast<size_t>(12) * T * G);
+    const uintptr_t d1 = d0 + 192 * T, line = (d0 & ~uintptr_t{127}) + 128 * lane;
+    if (line < d1) asm volatile("prefetch.global.L1 [%0];" ::"l"(line));
+    if (lane >= 30) {
+      const uintptr_t s0 = reinterpret_cast<uintptr_t>(gsx2 + static_cast<size_t>(G) * T), s1 = s0 + 8 * T;
+      const uintptr_t sl = (s0 & ~uintptr_t{127}) + 128 * (lane - 30);
+      if (sl < s1) asm volatile("prefetch.global.L1 [%0];" ::"l"(sl));
+    }
+  };
+#pragma unroll
+  for (int p = 0; p < P; ++p)
+    if (p < n) prefetch_x(gb + p);
+
   float acc[2][NJ];
 #pragma unroll
   for (int k = 0; k < NJ; ++k) acc[0][k] = 0.0f, acc[1][k] = 0.0f;
@@ -145,6 +164,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       const int i = i0 + p;
       if (i >= n) break;  // warp-uniform
       const int G = gb + i;
+      if (i + P < n) prefetch_x(G + P);
       uint4 xj[NJ], xp[NP];
 #pragma unroll
       for (int j = 0; j < NJ; ++j) xj[j] = bj[j] >= 0 ? __ldg(gdg + bj[j] + 12 * T * G) : make_uint4(0u, 0u, 0u, 0u);
