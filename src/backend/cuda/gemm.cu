@@ -115,7 +115,8 @@ __device__ __forceinline__ void dequant_store(const uint8_t* raw, uint8_t* wtile
   }
 }
 
-template <int BITS, int MI, bool SBA>
+// TILED: 4-bit weights in qmatvec's tiled layout (p.tiled; register scale prefetch only).
+template <int BITS, int MI, bool SBA, bool TILED>
 __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
   pdl_begin();
   constexpr int BM = 32 * MI;
@@ -212,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
     }
     // raw codes: this thread's half row (tiled: its two quarters, 16 bytes apart in the block)
     uint8_t* dst = raw + stage * G::kRawStage + my_row * RAW_ROW + my_half * (RAW_ROW / 2);
-    if (BITS == 4 && p.tiled) {
+    if constexpr (TILED) {
       const uint8_t* src = my_tile + static_cast<int64_t>(kt) * 512;
       cp_async8(smem_u32(dst), src);
       cp_async8(smem_u32(dst + 8), src + 16);
@@ -251,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
   }
   uint32_t s_next = 0, b_next = 0;
   if constexpr (!SBA) {
-    if (p.tiled) {
+    if constexpr (TILED) {
       const uint32_t w = sb_word(kt0);
       s_next = w & 0xFFFFu, b_next = w >> 16;
     } else {
@@ -280,7 +281,7 @@ __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
       s_cur = s_next;
       b_cur = b_next;
       if (kt + 1 < kt1) {
-        if (p.tiled) {
+        if constexpr (TILED) {
           const uint32_t w = sb_word(kt + 1);
           s_next = w & 0xFFFFu, b_next = w >> 16;
         } else {
@@ -451,16 +452,25 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, int64_t ldy, con
   out[i] = s;
 }
 
-template <int BITS, int MI, bool SBA>
+template <int BITS, int MI, bool SBA, bool TILED = false>
 void launch(CudaDevice& dev, const Params& p, dim3 grid) {
   constexpr int smem = Geo<BITS, 32 * MI, SBA>::kSmem;
   // set on every call (cheap): the attribute belongs to the current device, no process-global state here
-  MERE_CUDA_CHECK(cudaFuncSetAttribute(qgemm_kernel<BITS, MI, SBA>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cuda::launch("qgemm_kernel", &qgemm_kernel<BITS, MI, SBA>, grid, kThreads, smem, dev.stream(), p);
+  MERE_CUDA_CHECK(
+      cudaFuncSetAttribute(qgemm_kernel<BITS, MI, SBA, TILED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  cuda::launch("qgemm_kernel", &qgemm_kernel<BITS, MI, SBA, TILED>, grid, kThreads, smem, dev.stream(), p);
 }
 
 template <bool SBA>
 void dispatch_sb(CudaDevice& dev, int bits, int bm, const Params& p, dim3 grid) {
+  if constexpr (!SBA) {
+    if (p.tiled) {  // 4-bit (checked by the caller)
+      if (bm == 32) launch<4, 1, false, true>(dev, p, grid);
+      else if (bm == 64) launch<4, 2, false, true>(dev, p, grid);
+      else launch<4, 4, false, true>(dev, p, grid);
+      return;
+    }
+  }
   if (bits == 4) {
     if (bm == 32) launch<4, 1, SBA>(dev, p, grid);
     else if (bm == 64) launch<4, 2, SBA>(dev, p, grid);
