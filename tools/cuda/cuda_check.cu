@@ -2,7 +2,8 @@
 // main, no gtest: the GPU machine has none). Checks every kernel against the CPU reference ops on
 // random inputs (real Qwen3.5 shapes and kernel-breaking sizes), outputs poisoned with NaN first,
 // plus bitwise batch-width invariance; then measures copy bandwidth and times the kernels.
-// Usage: mere_cuda_check [--quick] [--no-bench] [--ncu] [--json PATH]; --quick: small shapes, no
+// Usage: mere_cuda_check [--quick] [--no-bench] [--ncu] [--json PATH] [--kernels LIST]; --kernels:
+// benchmark only those matvec kernels (int, gmma, tc, simt); --quick: small shapes, no
 // benchmarks (for compute-sanitizer); --ncu: only a few matvec launches to profile. Exit 1 on failure.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -244,8 +245,8 @@ const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0,
                                      {4, 1, 0, 3, 2}, {2, 1, 0, 4, 2},
                                      // tensor-core integer kernel (integer 3): {16 rows a warp, 1, 0, ring stages}
                                      {16, 1, 0, 8, 3}, {16, 1, 0, 16, 3}};
-// group-integer tensor-core kernel (integer 4, its own contract): {16, 1, L2 prefetch (0: 256 B,
-// 1: 128 B, 2: none), ring depth (0: by T)}
+// group-integer tensor-core kernel (integer 4, its own contract): {16, 1, x window (0: by T, 1: 16
+// groups, 2: 32), ring depth (0: by T)}
 const QMatvecConfig kGmConfigs[] = {{16, 1, 0, 0, 4}, {16, 1, 0, 4, 4}, {16, 1, 0, 6, 4},
                                     {16, 1, 0, 8, 4}, {16, 1, 1, 6, 4}, {16, 1, 2, 6, 4}};
 QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
@@ -256,7 +257,7 @@ std::string cfg_name(const QMatvecConfig& c) {
   else if (c.integer == 3)
     std::snprintf(b, sizeof(b), "mma D=%d", c.stages);
   else if (c.integer == 4)
-    std::snprintf(b, sizeof(b), "gmma P=%d L2=%d", c.stages, c.warps == 1 ? 128 : (c.warps == 2 ? 0 : 256));
+    std::snprintf(b, sizeof(b), "gmma P=%d GW=%d", c.stages, c.warps == 1 ? 16 : (c.warps == 2 ? 32 : 0));
   else if (c.integer && c.rows_per_warp < 0)
     std::snprintf(b, sizeof(b), "R=fit U=%d", c.unroll);
   else if (c.integer)
@@ -810,6 +811,15 @@ QBank make_bank(CudaDevice& dev, int64_t rows, int64_t cols, int bits, size_t mi
   return b;
 }
 
+// --kernels LIST: the matvec kernels to benchmark (comma-separated labels: int, gmma, tc, simt);
+// empty: all
+std::string g_kernels;
+bool want_kernel(const char* kernel) {
+  if (g_kernels.empty()) return true;
+  const std::string k = kernel[0] ? kernel : "simt";
+  return ("," + g_kernels + ",").find("," + k + ",") != std::string::npos;
+}
+
 void bench_qmatvec(CudaDevice& dev) {
   struct Shape { int64_t rows, cols; const char* what; };
   const Shape shapes[] = {{17408, 5120, "27B gate/up"},  {5120, 17408, "27B down"},   {12288, 5120, "27B q_proj"},
@@ -838,6 +848,7 @@ void bench_qmatvec(CudaDevice& dev) {
       const bool big27 = s.cols >= 5120 && s.rows <= 17408;  // the four 27B projection shapes
       // label: "" for the process default, " (auto)" for the tensor-core auto pick, " (sweep)" else
       auto bench_one = [&](int T, const QMatvecConfig& c, const char* label, const char* kernel) {
+        if (!want_kernel(kernel)) return;
         qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
         const std::vector<QWeightView>& vs = c.integer == 4 ? bank.tviews : bank.views;
         auto fn = [&](int i) { qmatvec(dev, vs[i % nb], ws.as<float>(), T, y.as<float>(), c); };
@@ -877,7 +888,7 @@ void bench_qmatvec(CudaDevice& dev) {
         for (int T : {1, 2, 4, 8, 9})
           for (const QMatvecConfig& c : {kIntConfigs[0], QMatvecConfig{-1, 1, 0, 0, 1}, QMatvecConfig{4, 1, 0, 3, 2},
                                          QMatvecConfig{16, 1, 0, 8, 3}, kGmConfigs[0]}) {
-          if (!qmatvec_config_available(bits, T, c)) continue;
+          if (!qmatvec_config_available(bits, T, c) || !want_kernel(c.integer == 4 ? "gmma" : "int")) continue;
           qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
           auto fn = [&](int i) {
             const std::vector<QWeightView>& vs = c.integer == 4 ? bank.tviews : bank.views;
@@ -1026,8 +1037,9 @@ int main(int argc, char** argv) {
     else if (a == "--no-bench") bench = false;
     else if (a == "--ncu") ncu = true;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
+    else if (a == "--kernels" && i + 1 < argc) g_kernels = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--ncu] [--json PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--ncu] [--json PATH] [--kernels int,gmma,tc,simt]\n", argv[0]);
       return 2;
     }
   }

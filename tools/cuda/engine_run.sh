@@ -5,7 +5,8 @@
 #            (graph on and off), ncu per-kernel times of one 1-token forward, GPU memory peak
 #   b27tc    b27's bench with the tensor-core matvec (MERE_CUDA_QMATVEC=tc), no ncu / no-graph runs
 #   b35      the same for the 35B-A3B geometry
-#   kcheck   $B/mere_cuda_check (kernel checks + matvec benchmarks), pcheck: $B/mere_prefill_check
+#   kcheck   $B/mere_cuda_check (kernel checks + matvec benchmarks; KARGS: extra arguments such as
+#            "--kernels gmma,int", KTAG: a suffix of its log and JSON), pcheck: $B/mere_prefill_check
 #   vb27     model verify-bench at the 27B geometry with the integer (default) and the tensor-core matvec
 #   b27long  27B geometry, decode at context depths 0 and 8,192 (512-token prompt, 64 generated), with
 #            the default split attention and with MERE_CUDA_ATTN=gqa: tok/s at both depths and the
@@ -69,8 +70,8 @@ trap 'rm -rf $D27' EXIT
 for stage in "$@"; do
   case $stage in
     check) $B/mere_engine_check . 2>&1 | tee "$OUT/engine_check.log" ;;
-    kcheck) $B/mere_cuda_check --json "$OUT/cuda_check.json" >"$OUT/cuda_check.log" 2>&1
-      echo "[engine_run] mere_cuda_check exit $?"; grep -E "FAIL|checks|failed" "$OUT/cuda_check.log" | tail -8 ;;
+    kcheck) $B/mere_cuda_check --json "$OUT/cuda_check${KTAG-}.json" ${KARGS-} >"$OUT/cuda_check${KTAG-}.log" 2>&1
+      echo "[engine_run] mere_cuda_check exit $?"; grep -E "FAIL|checks|failed" "$OUT/cuda_check${KTAG-}.log" | tail -8 ;;
     pcheck) $B/mere_prefill_check --json "$OUT/prefill_check.json" >"$OUT/prefill_check.log" 2>&1
       echo "[engine_run] mere_prefill_check exit $?"; grep -E "FAIL|checks|failed" "$OUT/prefill_check.log" | tail -8 ;;
     b27) bench 27b qwen3.5-27b 2>&1 | tee "$OUT/bench-27b.log" ;;

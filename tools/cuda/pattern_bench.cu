@@ -12,6 +12,11 @@
 //   tcsS       qmatvec_tcs_kernel's order: a 128-thread block owns 16 rows, stage c = 128 bytes of
 //              each row by 16-byte cp.async, S stages deep, one barrier a stage
 //   tcspS      the same with each stage's 2 KB contiguous (repacked)
+//   tileP/S    qmatvec_gmma_kernel's order (tiled layout [tile][group][lane] uint4: a warp owns one
+//              16-row tile and K-split of S, 512 contiguous bytes a group), P groups in a register
+//              ring, 8 warps a block; gmajP/S the same loads from a group-major layout
+//              [group][tile][lane] (all warps of a step read one contiguous range); +sb: also the
+//              64-byte scale/bias words of each (tile, group) from their own array
 // Each launch reads a different copy of the matrix (copies >= 1 GiB in all, so L2 never helps);
 // time = (events around 24 back-to-back launches) / 24, median of 15 such batches.
 #include <cuda_runtime.h>
@@ -124,6 +129,42 @@ __global__ void __launch_bounds__(128) tcs_kernel(const uint8_t* __restrict__ p,
   if (acc == 0x9e3779b9u) out[0] = acc;
 }
 
+// qmatvec_gmma_kernel's loads: warp = (tile, split); P groups of 512 bytes (lane: 16) in flight in a
+// register ring; GMAJ: group-major layout; SB: also a warp's 64 bytes of scale/bias words a group
+template <int P, bool GMAJ, bool SB>
+__global__ void __launch_bounds__(256, 2) tile_kernel(const uint4* __restrict__ p, const uint2* __restrict__ sb,
+                                                      int tiles, int ng, int S, uint32_t* out) {
+  const int lane = threadIdx.x & 31;
+  const int unit = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int tile = unit / S, split = unit % S;
+  if (tile >= tiles) return;
+  const int gb = ng * split / S, n = ng * (split + 1) / S - gb;
+  auto at = [&](int i) -> size_t {
+    const size_t G = static_cast<size_t>(gb + i);
+    return GMAJ ? (G * tiles + tile) * 32 + lane : (static_cast<size_t>(tile) * ng + G) * 32 + lane;
+  };
+  uint4 ring[P];
+  uint2 sr[P];
+#pragma unroll
+  for (int q = 0; q < P; ++q) {
+    ring[q] = q < n ? ld_stream(p + at(q)) : make_uint4(0, 0, 0, 0);
+    if (SB) sr[q] = q < n ? __ldg(sb + at(q) / 4) : make_uint2(0, 0);
+  }
+  uint32_t acc = 0;
+  for (int i0 = 0; i0 < n; i0 += P) {
+#pragma unroll
+    for (int q = 0; q < P; ++q) {
+      const int i = i0 + q;
+      if (i >= n) break;
+      acc ^= fold(ring[q]);
+      if (SB) acc ^= sr[q].x ^ sr[q].y;
+      ring[q] = i + P < n ? ld_stream(p + at(i + P)) : make_uint4(0, 0, 0, 0);
+      if (SB) sr[q] = i + P < n ? __ldg(sb + at(i + P) / 4) : make_uint2(0, 0);
+    }
+  }
+  if (acc == 0x9e3779b9u) out[0] = acc;
+}
+
 int main(int argc, char** argv) {
   const int rows = argc > 1 ? std::atoi(argv[1]) : 17408;
   const int cols = argc > 2 ? std::atoi(argv[2]) : 5120;
@@ -214,5 +255,29 @@ int main(int argc, char** argv) {
   TCS(4, true, "tcsp4");
   TCS(12, false, "tcs12");
   TCS(12, true, "tcsp12");
+  // the group-integer tensor-core kernel's order (tiled layout) and a group-major layout
+  {
+    const int tiles = (rows + 15) / 16, ng = cols / 64;
+    uint2* sbb;
+    CK(cudaMalloc(&sbb, static_cast<size_t>(tiles) * ng * 64));
+    CK(cudaMemset(sbb, 0x5a, static_cast<size_t>(tiles) * ng * 64));
+#define TILE(P, G, SB, S)                                                                                   \
+    {                                                                                                       \
+      char nm[32];                                                                                          \
+      std::snprintf(nm, sizeof(nm), "%s%d/%d%s", G ? "gmaj" : "tile", P, S, SB ? "+sb" : "");               \
+      timeit(nm, [&](uint8_t* b) {                                                                          \
+        tile_kernel<P, G, SB><<<(tiles * S + 7) / 8, 256>>>(reinterpret_cast<const uint4*>(b), sbb, tiles, ng, S, out); \
+      });                                                                                                   \
+    }
+    for (int S : {1, 2, 4}) {
+      TILE(2, false, false, S);
+      TILE(6, false, false, S);
+      TILE(6, true, false, S);
+      TILE(6, false, true, S);
+      TILE(6, true, true, S);
+    }
+    TILE(12, false, false, 1);
+    TILE(12, true, false, 1);
+  }
   return 0;
 }

@@ -32,7 +32,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
@@ -43,7 +45,21 @@ namespace mere::cuda::detail {
 namespace {
 
 constexpr int kWarps = 8;                 // warps a block (units of one matrix)
-constexpr int kResidentWarpsPerSm = 16;   // the resident-warp estimate of gm_splits (fixed: no T, no P)
+// The resident-warp estimate of q4gm_splits a multiprocessor (no T, no P: the split count must not
+// depend on them): 16, or MERE_CUDA_GM_WARPS (4..64, read once per process; a tuning knob for the
+// sweeps of docs/cuda-kernels.md §1 "v9": it changes the fp32 summation order, so every launch of a
+// process must see the same value).
+int gm_resident_warps() {
+  static const int v = [] {
+    const char* e = std::getenv("MERE_CUDA_GM_WARPS");
+    if (e == nullptr || *e == 0) return 16;
+    char* end = nullptr;
+    const long w = std::strtol(e, &end, 10);
+    MERE_CHECK(end != e && *end == 0 && w >= 4 && w <= 64, "qmatvec", "MERE_CUDA_GM_WARPS must be an integer in 4..64, got '", e, "'");
+    return static_cast<int>(w);
+  }();
+  return v;
+}
 constexpr uint32_t kNib = 0x0F0F0F0Fu;
 
 struct GmMat {
@@ -57,19 +73,12 @@ struct GmArgs {
   int n;
 };
 
-// 16 bytes of codes (lane (g, t) of a tiled block: quarter t of rows g and g + 8), not kept in L1;
-// L2PF = the L2 prefetch size asked for (256, 128 or 0 bytes).
-template <int L2PF>
+// 16 bytes of codes (lane (g, t) of a tiled block: quarter t of rows g and g + 8), not kept in L1,
+// with a 256-byte L2 prefetch (the next lanes' and groups' bytes of the same tile).
 __device__ __forceinline__ uint4 ld_codes(const uint4* p) {
   uint4 v;
-  if constexpr (L2PF == 256)
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  else if constexpr (L2PF == 128)
-    asm("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  else
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 
@@ -81,13 +90,26 @@ __device__ __forceinline__ void mma_s8(const uint32_t (&a)[4], uint32_t b0, uint
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// One 16-row tile x one K-split per warp; T tokens; P groups of codes and scales in flight; L2PF
-// the L2 prefetch size of the code loads.
-template <int T, int P, int L2PF>
-__global__ void __launch_bounds__(kWarps * 32, 2)
+// Shared-memory bytes of the x windows: two buffers of GW groups, each group 12 T uint4 of digits
+// and T float2 {2^-e, sum}.
+__host__ __device__ constexpr size_t gm_smem_bytes(int T, int GW) {
+  return static_cast<size_t>(2) * GW * (12 * T * 16 + T * 8);
+}
+
+// One 16-row tile x one K-split per warp; T tokens; P groups of codes and scales in flight in
+// registers; x staged through shared memory in windows of GW groups (GW / S of each of the S
+// K-splits a block holds), double-buffered with cp.async: the block copies window w + 1 while its
+// warps compute window w, one barrier a window (v9; v8 read x from global memory at each group and
+// waited for an L2 round trip there: 21-25% of copy, docs/cuda-kernels.md §1 "v9").
+template <int T, int P, int GW, int MINB>
+__global__ void __launch_bounds__(kWarps * 32, MINB)
     qmatvec_gmma_kernel(const GmArgs args, const uint4* __restrict__ gdg, const float2* __restrict__ gsx2, int cols) {
   constexpr int NJ = (T + 3) / 4;  // D01 n-tiles; also the tokens t + 4k a lane holds
   constexpr int NP = (T + 7) / 8;  // D2 n-tiles
+  constexpr int GU = 12 * T;       // uint4 of digits a group
+  extern __shared__ __align__(16) unsigned char gm_smem[];
+  uint4* const sdg = reinterpret_cast<uint4*>(gm_smem);                  // [2][GW][GU]
+  float2* const sgs = reinterpret_cast<float2*>(sdg + 2 * GW * GU);       // [2][GW][T]
   __shared__ float part[kWarps][T][16];
   const int lane = threadIdx.x & 31, wib = static_cast<int>(threadIdx.x >> 5);
   const int unit0 = blockIdx.x * kWarps;
@@ -96,12 +118,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
   for (int i = 1; i < kMaxMultiMatrices; ++i)
     if (i < args.n && unit0 >= args.m[i - 1].unit_end) M = args.m[i], ubegin = args.m[i - 1].unit_end;
-  const int S = M.splits;  // block-uniform
+  const int S = M.splits;  // block-uniform, a power of two <= 8
+  const int lw = __ffs(GW / S) - 1;  // log2 of the groups a split has in a window
   const int unit = unit0 - ubegin + wib;
   const int tile = unit / S, split = unit - tile * S;
   const int ng = cols >> 6;
+  const int nmax = (ng + S - 1) / S;  // the largest split: the block's loop count (barriers)
   const bool active = tile < (M.rows + 15) >> 4;
-  const int gb = active ? ng * split / S : 0;
+  const int gb = ng * split / S;
   const int n = active ? ng * (split + 1) / S - gb : 0;  // groups of this unit
   const int g = lane >> 2, t = lane & 3;
   const int ra = tile * 16 + g, rb = ra + 8;
@@ -110,66 +134,79 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const uint4* cp = M.codes + blk * 32 + lane;
   const uint2* sp = M.sb + blk * 8 + g;
 
-  // the ring: codes (rows g and g+8, quarter t) and the scale | bias words of groups i .. i+P-1
+  // the ring: codes (rows g and g+8, quarter t) and the scale | bias words of groups i .. i+P-1.
+  // The loads are unconditional (groups past the unit's end re-read its last group, whose values are
+  // never used): a load under a branch made ptxas wait for every load in flight at the join, one
+  // DRAM round trip a group (v8/v9a: ~1,000 cycles a group, 21-25% of copy at every T and ring depth).
   uint4 wv[P];
   uint2 qv[P];
   auto fetch = [&](int slot, int i) {
-    const bool ok = i < n;
-    wv[slot] = ok ? ld_codes<L2PF>(cp + 32 * i) : make_uint4(0u, 0u, 0u, 0u);
-    qv[slot] = ok ? __ldg(sp + 8 * i) : make_uint2(0u, 0u);
+    const int ic = max(0, min(i, n - 1));
+    wv[slot] = ld_codes(cp + 32 * ic);
+    qv[slot] = __ldg(sp + 8 * ic);
   };
 #pragma unroll
   for (int p = 0; p < P; ++p) fetch(p, p);
   pdl_begin();
 
-  // B sources of this lane (uint4 index of group 0; 12 uint4 a group), -1: an absent token
+  // window w of every split of the block into buffer w & 1 (cp.async; one commit group)
+  auto stage = [&](int w) {
+    const int buf = w & 1, W = 1 << lw;
+    const int wu = W * GU, wt = W * T;  // uint4 / float2 of one split's window
+    for (int idx = threadIdx.x; idx < S * wu; idx += kWarps * 32) {
+      const int s = idx / wu, k = idx - s * wu;
+      const int g0 = ng * s / S + (w << lw);  // the split's first group of the window
+      if (k < (ng * (s + 1) / S - g0) * GU)   // the split's groups end within the window
+        cp_async16(smem_u32(sdg + (buf * GW + s * W) * GU + k), gdg + static_cast<size_t>(g0) * GU + k, 16);
+    }
+    for (int idx = threadIdx.x; idx < S * wt; idx += kWarps * 32) {
+      const int s = idx / wt, k = idx - s * wt;
+      const int g0 = ng * s / S + (w << lw);
+      if (k < (ng * (s + 1) / S - g0) * T) cp_async8(smem_u32(sgs + (buf * GW + s * W) * T + k), gsx2 + static_cast<size_t>(g0) * T + k);
+    }
+    cp_async_commit();
+  };
+  stage(0);
+
+  // B sources of this lane (uint4 index within a group's GU). An absent token (tok >= T) reads token
+  // T-1's digits: a column of the mma depends only on its own B column, and absent tokens' columns
+  // are never read, so no load needs a branch.
   int bj[NJ], bp[NP];
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
-    const int tok = 4 * j + (g >> 1);
-    bj[j] = tok < T ? ((g & 1) * T + tok) * 4 + t : -1;
+    const int tok = min(4 * j + (g >> 1), T - 1);
+    bj[j] = ((g & 1) * T + tok) * 4 + t;
   }
 #pragma unroll
   for (int q = 0; q < NP; ++q) {
-    const int tok = 8 * q + 4 * (g & 1) + (g >> 1);
-    bp[q] = tok < T ? (2 * T + tok) * 4 + t : -1;
+    const int tok = min(8 * q + 4 * (g & 1) + (g >> 1), T - 1);
+    bp[q] = (2 * T + tok) * 4 + t;
   }
-
-  // x of a group (its digits: 192 T contiguous bytes; its {2^-e, sum}: 8 T) is read by every warp
-  // of the SM at about the same time, so the first touch missed L1 in every warp (hit rate 25%, ncu)
-  // and each group waited for an L2 round trip before its mma and another before its epilogue:
-  // ~1000 cycles a group, 1.07 TB/s at 8 warps an SM (v8b). The warp prefetches the lines of group
-  // i + P into L1 while it computes group i (no registers held).
-  auto prefetch_x = [&](int G) {
-    const uintptr_t d0 = reinterpret_cast<uintptr_t>(gdg + static_cast<size_t>(12) * T * G);
-    const uintptr_t d1 = d0 + 192 * T, line = (d0 & ~uintptr_t{127}) + 128 * lane;
-    if (line < d1) asm volatile("prefetch.global.L1 [%0];" ::"l"(line));
-    if (lane >= 30) {
-      const uintptr_t s0 = reinterpret_cast<uintptr_t>(gsx2 + static_cast<size_t>(G) * T), s1 = s0 + 8 * T;
-      const uintptr_t sl = (s0 & ~uintptr_t{127}) + 128 * (lane - 30);
-      if (sl < s1) asm volatile("prefetch.global.L1 [%0];" ::"l"(sl));
-    }
-  };
-#pragma unroll
-  for (int p = 0; p < P; ++p)
-    if (p < n) prefetch_x(gb + p);
 
   float acc[2][NJ];
 #pragma unroll
   for (int k = 0; k < NJ; ++k) acc[0][k] = 0.0f, acc[1][k] = 0.0f;
 
-  for (int i0 = 0; i0 < n; i0 += P) {
+  const int wmask = (1 << lw) - 1;
+  for (int i0 = 0; i0 < nmax; i0 += P) {
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const int i = i0 + p;
-      if (i >= n) break;  // warp-uniform
-      const int G = gb + i;
-      if (i + P < n) prefetch_x(G + P);
+      if (i >= nmax) break;  // block-uniform
+      if ((i & wmask) == 0) {  // a new window (block-uniform): wait for it, free the other buffer
+        cp_async_wait<0>();
+        __syncthreads();
+        if (((i >> lw) + 1) << lw < nmax) stage((i >> lw) + 1);
+      }
+      if (i >= n) continue;  // warp-uniform
+      const int slot = (((i >> lw) & 1) * GW) + (split << lw) + (i & wmask);
+      const uint4* xs = sdg + slot * GU;
+      const float2* gs2 = sgs + slot * T;
       uint4 xj[NJ], xp[NP];
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) xj[j] = bj[j] >= 0 ? __ldg(gdg + bj[j] + 12 * T * G) : make_uint4(0u, 0u, 0u, 0u);
+      for (int j = 0; j < NJ; ++j) xj[j] = xs[bj[j]];
 #pragma unroll
-      for (int q = 0; q < NP; ++q) xp[q] = bp[q] >= 0 ? __ldg(gdg + bp[q] + 12 * T * G) : make_uint4(0u, 0u, 0u, 0u);
+      for (int q = 0; q < NP; ++q) xp[q] = xs[bp[q]];
       const uint4 W = wv[p];  // .x, .y: row g words 2t, 2t+1; .z, .w: row g+8
       const uint32_t QA = qv[p].x, QB = qv[p].y;
       fetch(p, i + P);
@@ -192,8 +229,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       const float scb = qm::bf16_to_f32(static_cast<uint16_t>(QB & 0xFFFFu)), bib = qm::bf16_to_f32(static_cast<uint16_t>(QB >> 16));
 #pragma unroll
       for (int k = 0; k < NJ; ++k) {
+        const float2 gs = gs2[min(4 * k + t, T - 1)];  // {2^-e, sum of the group}
         if (4 * k + t < T) {
-          const float2 gs = __ldg(gsx2 + static_cast<size_t>(G) * T + 4 * k + t);  // {2^-e, sum of the group}
           const int Va = (c2[k >> 1][k & 1] * 256 + c01[k][1]) * 256 + c01[k][0];
           const int Vb = (c2[k >> 1][2 + (k & 1)] * 256 + c01[k][3]) * 256 + c01[k][2];
           const float qxa = __fmul_rn(__int2float_rn(Va), gs.x), qxb = __fmul_rn(__int2float_rn(Vb), gs.x);
@@ -241,25 +278,40 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 using GmFn = void (*)(GmArgs, const uint4*, const float2*, int);
 
 struct GmVariant {
-  int P, l2pf;
+  int P, GW;  // GW 0: the default window (gm_window)
   GmFn fns[kMaxSkinnyRows];
 };
 
-template <int P, int L2PF>
+// default x window (groups a block stages at a time, over all its splits): 32 up to T = 4, else 16
+// (two buffers: 51 KB at T = 4, 58 KB at T = 9)
+constexpr int gm_window(int T) { return T <= 4 ? 32 : 16; }
+
+template <int P, int GW>
 GmVariant make_gm() {
-  GmVariant v{P, L2PF, {}};
-  qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) { return &qmatvec_gmma_kernel<decltype(t)::value, P, L2PF>; });
+  GmVariant v{P, GW, {}};
+  qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) {
+    constexpr int T = decltype(t)::value;
+    constexpr int W = GW > 0 ? GW : gm_window(T);
+    const GmFn fn = &qmatvec_gmma_kernel<T, P, W, 2>;
+    MERE_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(gm_smem_bytes(T, W))));
+    return fn;
+  });
   return v;
 }
 
-// cfg.warps of this kernel selects the L2 prefetch size: 0 = 256 bytes (default), 1 = 128, 2 = none
-int l2pf_of(const QMatvecConfig& cfg) { return cfg.warps == 1 ? 128 : (cfg.warps == 2 ? 0 : 256); }
+// cfg.warps of this kernel selects the x window: 0 = by T (gm_window), 1 = 16 groups, 2 = 32
+int window_of(const QMatvecConfig& cfg) { return cfg.warps == 1 ? 16 : (cfg.warps == 2 ? 32 : 0); }
+int window_for(int64_t T, const QMatvecConfig& cfg) {
+  const int w = window_of(cfg);
+  return w > 0 ? w : gm_window(static_cast<int>(T));
+}
 
-const GmVariant* find_gm(int P, int l2pf) {
-  static const GmVariant table[] = {make_gm<4, 256>(), make_gm<6, 256>(), make_gm<8, 256>(), make_gm<6, 128>(),
-                                    make_gm<6, 0>()};
+const GmVariant* find_gm(int P, int GW) {
+  static const GmVariant table[] = {make_gm<4, 0>(), make_gm<6, 0>(), make_gm<8, 0>(), make_gm<6, 16>(),
+                                    make_gm<6, 32>()};
   for (const GmVariant& v : table)
-    if (v.P == P && v.l2pf == l2pf) return &v;
+    if (v.P == P && v.GW == GW) return &v;
   return nullptr;
 }
 
@@ -268,7 +320,7 @@ const GmVariant* find_gm(int P, int l2pf) {
 int q4gm_splits(int64_t rows, int64_t cols, int sms) {
   // as many K-splits as keep the units within one wave of resident warps, at least 8 groups a split
   const int64_t tiles = (rows + 15) / 16, ng = cols / 64;
-  const int64_t resident = static_cast<int64_t>(std::max(sms, 1)) * kResidentWarpsPerSm;
+  const int64_t resident = static_cast<int64_t>(std::max(sms, 1)) * gm_resident_warps();
   int S = 1;
   while (S < 8 && tiles * 2 * S <= resident && ng / (2 * S) >= 8) S *= 2;
   return S;
@@ -281,14 +333,15 @@ int q4gm_ring(int64_t T, const QMatvecConfig& cfg) {
 }
 
 bool q4gm_available(int64_t T, const QMatvecConfig& cfg) {
-  return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && cfg.warps >= 0 && cfg.warps <= 2 && find_gm(q4gm_ring(T, cfg), l2pf_of(cfg)) != nullptr;
+  return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && cfg.warps >= 0 && cfg.warps <= 2 &&
+         find_gm(q4gm_ring(T, cfg), window_of(cfg)) != nullptr;
 }
 
 void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                  const QMatvecConfig& cfg, int sms) {
-  const GmVariant* v = find_gm(q4gm_ring(T, cfg), l2pf_of(cfg));
+  const GmVariant* v = find_gm(q4gm_ring(T, cfg), window_of(cfg));
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", cfg.stages,
-             " and L2 prefetch variant ", cfg.warps);
+             " and x window variant ", cfg.warps);
   GmArgs args{};
   args.n = n;
   int64_t units = 0;
@@ -305,8 +358,8 @@ void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws,
                       static_cast<int>(W.rows), static_cast<int>(units), S, outs[i].accumulate ? 1 : 0};
   }
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
-  launch("qmatvec_gmma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32), 0, s,
-         args, L.gdg, L.gsx2, static_cast<int>(cols));
+  launch("qmatvec_gmma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32),
+         gm_smem_bytes(static_cast<int>(T), window_for(T, cfg)), s, args, L.gdg, L.gsx2, static_cast<int>(cols));
 }
 
 }  // namespace mere::cuda::detail
