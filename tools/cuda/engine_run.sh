@@ -15,6 +15,8 @@
 #   ab27 / ab35  decode of env variants AB="A=1 B=2;A=0" (';' between them), alternating, twice each
 #   fab27 / fab35  decode with fusion (default) vs MERE_CUDA_FUSE=0 at the 27B / 35B-A3B geometry
 #            (512-token prompt, 128 generated, 3 reps each, alternating order)
+#   sass / pattern / ncusrc  SASS of a kernel (SASS_RE), the access-pattern benchmark, ncu of one
+#            launch with per-instruction stall samples (NCU_K, NCU_MV)
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
 # Writes logs and JSON under $OUT (default /tmp/mere-engine-out). Env: B (binaries, default
 # build/engine-carry), PROMPT / GEN (bench tokens), TAG (JSON name), NCU= / NOGRAPH= (empty: skip).
@@ -151,6 +153,24 @@ PY
         done
       done 2>&1 | tee -a "$OUT/ab.log"
       [ $stage = ab35 ] && rm -rf $d ;;
+    sass)  # SASS of the kernels whose mangled name matches SASS_RE (default: the T=1 group-integer matvec)
+      re=${SASS_RE:-qmatvec_gmma_kernelILi1ELi6E}
+      cuobjdump -sass $B/mere_cuda_check | awk -v re="$re" '/Function : /{f=($0 ~ re)} f' >"$OUT/sass.txt"
+      echo "[engine_run] sass: $(wc -l <"$OUT/sass.txt") lines; $(grep -c IMMA "$OUT/sass.txt") IMMA, $(grep -c LDG "$OUT/sass.txt") LDG, $(grep -c DEPBAR "$OUT/sass.txt") DEPBAR" ;;
+    pattern)  # tools/cuda/pattern_bench.cu (carried as build/carry/pattern_bench or built here)
+      pb=build/carry/pattern_bench
+      [ -x $pb ] || { nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a tools/cuda/pattern_bench.cu -o /tmp/pattern_bench && pb=/tmp/pattern_bench; }
+      $pb ${PATTERN_SHAPE:-17408 5120} 2>&1 | tee "$OUT/pattern.txt" ;;
+    ncusrc)  # ncu of one launch of the kernels matching NCU_K (default the group-integer matvec) under
+      # MERE_CUDA_QMATVEC=${NCU_MV:-mma}: the speed-of-light, warp-state and memory sections plus the
+      # per-instruction SASS stall samples (source page, csv)
+      k=${NCU_K:-qmatvec_gmma}
+      MERE_CUDA_QMATVEC=${NCU_MV:-mma} timeout 200 ncu --clock-control none -k regex:$k -s 1 -c 1 --section SpeedOfLight \
+        --section WarpStateStats --section SchedulerStats --section Occupancy --section MemoryWorkloadAnalysis \
+        --section LaunchStats $B/mere_cuda_check --ncu >"$OUT/ncu-$k.txt" 2>&1
+      MERE_CUDA_QMATVEC=${NCU_MV:-mma} timeout 200 ncu --clock-control none -k regex:$k -s 1 -c 1 --section WarpStateStats \
+        --section SourceCounters --page source --print-source sass --csv $B/mere_cuda_check --ncu >"$OUT/ncu-$k-src.csv" 2>&1
+      grep -E "Duration|DRAM Throughput|Issued Warp|No Eligible|Warp Cycles Per Issued|Achieved Active|Registers Per" "$OUT/ncu-$k.txt" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

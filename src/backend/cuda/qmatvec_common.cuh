@@ -19,6 +19,17 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   return v;
 }
 
+// ld_stream when `on`, else zeros, as one predicated load: no branch, so ptxas does not wait for the
+// loads in flight at a join (a load under a branch cost the group-integer kernel a DRAM round trip
+// a group: docs/cuda-kernels.md §1 "v9").
+__device__ __forceinline__ uint4 ld_stream_if(const uint4* p, bool on) {
+  uint4 v = make_uint4(0u, 0u, 0u, 0u);
+  asm("{\n .reg .pred q;\n setp.ne.b32 q, %5, 0;\n @q ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
+      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
+      : "l"(p), "r"(static_cast<int>(on)));
+  return v;
+}
+
 // Word k (0..3, a compile-time constant after unrolling) of a 16-byte chunk.
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int k) {
   return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));

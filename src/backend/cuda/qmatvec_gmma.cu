@@ -136,8 +136,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
 
   // the ring: codes (rows g and g+8, quarter t) and the scale | bias words of groups i .. i+P-1.
   // The loads are unconditional (groups past the unit's end re-read its last group, whose values are
-  // never used): a load under a branch made ptxas wait for every load in flight at the join, one
-  // DRAM round trip a group (v8/v9a: ~1,000 cycles a group, 21-25% of copy at every T and ring depth).
+  // never used), so no value of a slot is merged from two paths (see the loop).
   uint4 wv[P];
   uint2 qv[P];
   auto fetch = [&](int slot, int i) {
@@ -198,6 +197,18 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
         __syncthreads();
         if (((i >> lw) + 1) << lw < nmax) stage((i >> lw) + 1);
       }
+      // Use this group's ring slot up (the A fragments and scales), then refill it, before anything
+      // can branch. Were the old value still live at the refill, or the refill on only some paths,
+      // ptxas would put the new value in other registers and move it into the slot's at the loop
+      // edge, and that move waits for the load (ncu of v9b: 55% of all stall samples on six such
+      // moves, one DRAM round trip a group whatever the ring depth).
+      const uint4 W = wv[p];  // .x, .y: row g words 2t, 2t+1; .z, .w: row g+8
+      const uint32_t a0[4] = {W.x & kNib, W.z & kNib, (W.x >> 4) & kNib, (W.z >> 4) & kNib};
+      const uint32_t a1[4] = {W.y & kNib, W.w & kNib, (W.y >> 4) & kNib, (W.w >> 4) & kNib};
+      const uint32_t QA = qv[p].x, QB = qv[p].y;
+      const float sca = qm::bf16_to_f32(static_cast<uint16_t>(QA & 0xFFFFu)), bia = qm::bf16_to_f32(static_cast<uint16_t>(QA >> 16));
+      const float scb = qm::bf16_to_f32(static_cast<uint16_t>(QB & 0xFFFFu)), bib = qm::bf16_to_f32(static_cast<uint16_t>(QB >> 16));
+      fetch(p, i + P);
       if (i >= n) continue;  // warp-uniform
       const int slot = (((i >> lw) & 1) * GW) + (split << lw) + (i & wmask);
       const uint4* xs = sdg + slot * GU;
@@ -207,11 +218,6 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
       for (int j = 0; j < NJ; ++j) xj[j] = xs[bj[j]];
 #pragma unroll
       for (int q = 0; q < NP; ++q) xp[q] = xs[bp[q]];
-      const uint4 W = wv[p];  // .x, .y: row g words 2t, 2t+1; .z, .w: row g+8
-      const uint32_t QA = qv[p].x, QB = qv[p].y;
-      fetch(p, i + P);
-      const uint32_t a0[4] = {W.x & kNib, W.z & kNib, (W.x >> 4) & kNib, (W.z >> 4) & kNib};
-      const uint32_t a1[4] = {W.y & kNib, W.w & kNib, (W.y >> 4) & kNib, (W.w >> 4) & kNib};
       int c01[NJ][4], c2[NP][4];
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
@@ -225,8 +231,6 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
         mma_s8(a0, xp[q].x, xp[q].y, c2[q]);
         mma_s8(a1, xp[q].z, xp[q].w, c2[q]);
       }
-      const float sca = qm::bf16_to_f32(static_cast<uint16_t>(QA & 0xFFFFu)), bia = qm::bf16_to_f32(static_cast<uint16_t>(QA >> 16));
-      const float scb = qm::bf16_to_f32(static_cast<uint16_t>(QB & 0xFFFFu)), bib = qm::bf16_to_f32(static_cast<uint16_t>(QB >> 16));
 #pragma unroll
       for (int k = 0; k < NJ; ++k) {
         const float2 gs = gs2[min(4 * k + t, T - 1)];  // {2^-e, sum of the group}

@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
         for (int u = 0; u < U; ++u)
 #pragma unroll
           for (int r = 0; r < R; ++r)
-            wv[u][r] = (i + u < nl && r < nr) ? ld_stream(cp[r] + 32 * u) : make_uint4(0u, 0u, 0u, 0u);
+            wv[u][r] = qm::ld_stream_if(cp[r] + 32 * min(u, nl - 1 - i), r < nr);  // no branch (v9 notes)
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           if (i + u >= nl) break;
