@@ -197,51 +197,53 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
         __syncthreads();
         if (((i >> lw) + 1) << lw < nmax) stage((i >> lw) + 1);
       }
-      // Use this group's ring slot up (the A fragments and scales), then refill it, before anything
-      // can branch. Were the old value still live at the refill, or the refill on only some paths,
-      // ptxas would put the new value in other registers and move it into the slot's at the loop
-      // edge, and that move waits for the load (ncu of v9b: 55% of all stall samples on six such
-      // moves, one DRAM round trip a group whatever the ring depth).
-      const uint4 W = wv[p];  // .x, .y: row g words 2t, 2t+1; .z, .w: row g+8
-      const uint32_t a0[4] = {W.x & kNib, W.z & kNib, (W.x >> 4) & kNib, (W.z >> 4) & kNib};
-      const uint32_t a1[4] = {W.y & kNib, W.w & kNib, (W.y >> 4) & kNib, (W.w >> 4) & kNib};
-      const uint32_t QA = qv[p].x, QB = qv[p].y;
-      const float sca = qm::bf16_to_f32(static_cast<uint16_t>(QA & 0xFFFFu)), bia = qm::bf16_to_f32(static_cast<uint16_t>(QA >> 16));
-      const float scb = qm::bf16_to_f32(static_cast<uint16_t>(QB & 0xFFFFu)), bib = qm::bf16_to_f32(static_cast<uint16_t>(QB >> 16));
-      fetch(p, i + P);
-      if (i >= n) continue;  // warp-uniform
-      const int slot = (((i >> lw) & 1) * GW) + (split << lw) + (i & wmask);
-      const uint4* xs = sdg + slot * GU;
-      const float2* gs2 = sgs + slot * T;
-      uint4 xj[NJ], xp[NP];
+      // The ring slot is refilled at the end of the group, after the join of the compute and skip
+      // paths and after its last use (the mmas): were the refill on only some paths, or the old value
+      // (or the A fragments made of it) still live there, ptxas would load into other registers and
+      // move the value into the slot's at the loop edge, and the move waits for the load (ncu of
+      // v9b: 55% of all stall samples on six such moves, one DRAM round trip a group whatever the
+      // ring depth; v8 had the same moves from its conditional loads).
+      if (i < n) {  // warp-uniform
+        const uint4 W = wv[p];  // .x, .y: row g words 2t, 2t+1; .z, .w: row g+8
+        const uint32_t QA = qv[p].x, QB = qv[p].y;
+        const int slot = (((i >> lw) & 1) * GW) + (split << lw) + (i & wmask);
+        const uint4* xs = sdg + slot * GU;
+        const float2* gs2 = sgs + slot * T;
+        uint4 xj[NJ], xp[NP];
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) xj[j] = xs[bj[j]];
+        for (int j = 0; j < NJ; ++j) xj[j] = xs[bj[j]];
 #pragma unroll
-      for (int q = 0; q < NP; ++q) xp[q] = xs[bp[q]];
-      int c01[NJ][4], c2[NP][4];
+        for (int q = 0; q < NP; ++q) xp[q] = xs[bp[q]];
+        const uint32_t a0[4] = {W.x & kNib, W.z & kNib, (W.x >> 4) & kNib, (W.z >> 4) & kNib};
+        const uint32_t a1[4] = {W.y & kNib, W.w & kNib, (W.y >> 4) & kNib, (W.w >> 4) & kNib};
+        int c01[NJ][4], c2[NP][4];
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        c01[j][0] = c01[j][1] = c01[j][2] = c01[j][3] = 0;
-        mma_s8(a0, xj[j].x, xj[j].y, c01[j]);
-        mma_s8(a1, xj[j].z, xj[j].w, c01[j]);
-      }
+        for (int j = 0; j < NJ; ++j) {
+          c01[j][0] = c01[j][1] = c01[j][2] = c01[j][3] = 0;
+          mma_s8(a0, xj[j].x, xj[j].y, c01[j]);
+          mma_s8(a1, xj[j].z, xj[j].w, c01[j]);
+        }
 #pragma unroll
-      for (int q = 0; q < NP; ++q) {
-        c2[q][0] = c2[q][1] = c2[q][2] = c2[q][3] = 0;
-        mma_s8(a0, xp[q].x, xp[q].y, c2[q]);
-        mma_s8(a1, xp[q].z, xp[q].w, c2[q]);
-      }
+        for (int q = 0; q < NP; ++q) {
+          c2[q][0] = c2[q][1] = c2[q][2] = c2[q][3] = 0;
+          mma_s8(a0, xp[q].x, xp[q].y, c2[q]);
+          mma_s8(a1, xp[q].z, xp[q].w, c2[q]);
+        }
+        const float sca = qm::bf16_to_f32(static_cast<uint16_t>(QA & 0xFFFFu)), bia = qm::bf16_to_f32(static_cast<uint16_t>(QA >> 16));
+        const float scb = qm::bf16_to_f32(static_cast<uint16_t>(QB & 0xFFFFu)), bib = qm::bf16_to_f32(static_cast<uint16_t>(QB >> 16));
 #pragma unroll
-      for (int k = 0; k < NJ; ++k) {
-        const float2 gs = gs2[min(4 * k + t, T - 1)];  // {2^-e, sum of the group}
-        if (4 * k + t < T) {
-          const int Va = (c2[k >> 1][k & 1] * 256 + c01[k][1]) * 256 + c01[k][0];
-          const int Vb = (c2[k >> 1][2 + (k & 1)] * 256 + c01[k][3]) * 256 + c01[k][2];
-          const float qxa = __fmul_rn(__int2float_rn(Va), gs.x), qxb = __fmul_rn(__int2float_rn(Vb), gs.x);
-          acc[0][k] = __fmaf_rn(sca, qxa, __fmaf_rn(bia, gs.y, acc[0][k]));
-          acc[1][k] = __fmaf_rn(scb, qxb, __fmaf_rn(bib, gs.y, acc[1][k]));
+        for (int k = 0; k < NJ; ++k) {
+          const float2 gs = gs2[min(4 * k + t, T - 1)];  // {2^-e, sum of the group}
+          if (4 * k + t < T) {
+            const int Va = (c2[k >> 1][k & 1] * 256 + c01[k][1]) * 256 + c01[k][0];
+            const int Vb = (c2[k >> 1][2 + (k & 1)] * 256 + c01[k][3]) * 256 + c01[k][2];
+            const float qxa = __fmul_rn(__int2float_rn(Va), gs.x), qxb = __fmul_rn(__int2float_rn(Vb), gs.x);
+            acc[0][k] = __fmaf_rn(sca, qxa, __fmaf_rn(bia, gs.y, acc[0][k]));
+            acc[1][k] = __fmaf_rn(scb, qxb, __fmaf_rn(bib, gs.y, acc[1][k]));
+          }
         }
       }
+      fetch(p, i + P);
     }
   }
 
