@@ -91,9 +91,24 @@ __device__ __forceinline__ void mma_s8(const uint32_t (&a)[4], uint32_t b0, uint
 }
 
 // Shared-memory bytes of the x windows: two buffers of GW groups, each group 12 T uint4 of digits
-// and T float2 {2^-e, sum}.
-__host__ __device__ constexpr size_t gm_smem_bytes(int T, int GW) {
-  return static_cast<size_t>(2) * GW * (12 * T * 16 + T * 8);
+// and T float2 {2^-e, sum}; with the shared-memory ring (SRING) each warp's P slots of 512 bytes of
+// codes and 64 of scale | bias words follow.
+__host__ __device__ constexpr size_t gm_smem_bytes(int T, int GW, int P = 0, bool sring = false) {
+  return static_cast<size_t>(2) * GW * (12 * T * 16 + T * 8) + (sring ? static_cast<size_t>(kWarps) * P * 576 : 0);
+}
+
+// mbarrier helpers of the shared-memory ring: each lane's cp.async copies of a slot arrive on the
+// slot's barrier when they land (noinc: the 32 arrivals a phase are the init count).
+__device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_cp_async(uint64_t* b) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_parity(uint64_t* b, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT:\n mbarrier.try_wait.parity.shared.b64 done, [%0], %1;\n @!done bra WAIT;\n}"
+      ::"r"(smem_u32(b)), "r"(parity) : "memory");
 }
 
 // One 16-row tile x one K-split per warp; T tokens; P groups of codes and scales in flight in
@@ -101,7 +116,7 @@ __host__ __device__ constexpr size_t gm_smem_bytes(int T, int GW) {
 // K-splits a block holds), double-buffered with cp.async: the block copies window w + 1 while its
 // warps compute window w, one barrier a window (v9; v8 read x from global memory at each group and
 // waited for an L2 round trip there: 21-25% of copy, docs/cuda-kernels.md §1 "v9").
-template <int T, int P, int GW, int MINB>
+template <int T, int P, int GW, int MINB, bool SRING>
 __global__ void __launch_bounds__(kWarps * 32, MINB)
     qmatvec_gmma_kernel(const GmArgs args, const uint4* __restrict__ gdg, const float2* __restrict__ gsx2, int cols) {
   constexpr int NJ = (T + 3) / 4;  // D01 n-tiles; also the tokens t + 4k a lane holds
@@ -137,12 +152,29 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   // the ring: codes (rows g and g+8, quarter t) and the scale | bias words of groups i .. i+P-1.
   // The loads are unconditional (groups past the unit's end re-read its last group, whose values are
   // never used), so no value of a slot is merged from two paths (see the loop).
-  uint4 wv[P];
-  uint2 qv[P];
+  // SRING: the slots live in shared memory instead ([warp][slot][lane] uint4 codes, [warp][slot][g]
+  // uint2 scale | bias), filled by cp.async and completed on one mbarrier a slot, so no register
+  // allocation can turn a refill into a wait.
+  uint4 wv[SRING ? 1 : P];
+  uint2 qv[SRING ? 1 : P];
+  uint4* const rcodes = reinterpret_cast<uint4*>(gm_smem + gm_smem_bytes(T, GW)) + wib * P * 32;
+  uint2* const rsb = reinterpret_cast<uint2*>(reinterpret_cast<uint4*>(gm_smem + gm_smem_bytes(T, GW)) + kWarps * P * 32) + wib * P * 8;
+  __shared__ uint64_t rbar[SRING ? kWarps : 1][SRING ? P : 1];
+  if constexpr (SRING) {
+    if (lane == 0)
+      for (int q = 0; q < P; ++q) mbar_init(&rbar[wib][q], 32);
+    __syncwarp();
+  }
   auto fetch = [&](int slot, int i) {
     const int ic = max(0, min(i, n - 1));
-    wv[slot] = ld_codes(cp + 32 * ic);
-    qv[slot] = __ldg(sp + 8 * ic);
+    if constexpr (SRING) {
+      cp_async16(smem_u32(rcodes + slot * 32 + lane), cp + 32 * ic, 16);
+      if (lane < 8) cp_async8(smem_u32(rsb + slot * 8 + lane), sp - g + 8 * ic + lane);
+      mbar_arrive_cp_async(&rbar[wib][slot]);
+    } else {
+      wv[slot] = ld_codes(cp + 32 * ic);
+      qv[slot] = __ldg(sp + 8 * ic);
+    }
   };
 #pragma unroll
   for (int p = 0; p < P; ++p) fetch(p, p);
@@ -204,8 +236,17 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
       // v9b: 55% of all stall samples on six such moves, one DRAM round trip a group whatever the
       // ring depth; v8 had the same moves from its conditional loads).
       if (i < n) {  // warp-uniform
-        const uint4 W = wv[p];  // .x, .y: row g words 2t, 2t+1; .z, .w: row g+8
-        const uint32_t QA = qv[p].x, QB = qv[p].y;
+        uint4 W;  // .x, .y: row g words 2t, 2t+1; .z, .w: row g+8
+        uint32_t QA, QB;
+        if constexpr (SRING) {
+          mbar_wait_parity(&rbar[wib][p], static_cast<uint32_t>(i / P) & 1u);
+          W = rcodes[p * 32 + lane];
+          const uint2 q2 = rsb[p * 8 + g];
+          QA = q2.x, QB = q2.y;
+        } else {
+          W = wv[p];
+          QA = qv[p].x, QB = qv[p].y;
+        }
         const int slot = (((i >> lw) & 1) * GW) + (split << lw) + (i & wmask);
         const uint4* xs = sdg + slot * GU;
         const float2* gs2 = sgs + slot * T;
@@ -243,8 +284,18 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
           }
         }
       }
+      if constexpr (SRING) {
+        // every lane has read the slot before any lane's copy overwrites it; a skipped group's slot
+        // phase is still consumed (waited) so the arrivals and waits stay in step
+        if (i >= n) mbar_wait_parity(&rbar[wib][p], static_cast<uint32_t>(i / P) & 1u);
+        __syncwarp();
+      }
       fetch(p, i + P);
     }
+  }
+  if constexpr (SRING) {  // no copy into shared memory outlives the block (the last refills are uncommitted)
+    cp_async_commit();
+    cp_async_wait<0>();
   }
 
   auto store = [&](int row, int tok, float v) {
@@ -284,7 +335,8 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
 using GmFn = void (*)(GmArgs, const uint4*, const float2*, int);
 
 struct GmVariant {
-  int P, GW;  // GW 0: the default window (gm_window)
+  int P;
+  bool sring;  // the ring in shared memory (cp.async + mbarrier) instead of registers
   GmFn fns[kMaxSkinnyRows];
 };
 
@@ -292,32 +344,27 @@ struct GmVariant {
 // (two buffers: 51 KB at T = 4, 58 KB at T = 9)
 constexpr int gm_window(int T) { return T <= 4 ? 32 : 16; }
 
-template <int P, int GW>
+template <int P, bool SRING>
 GmVariant make_gm() {
-  GmVariant v{P, GW, {}};
+  GmVariant v{P, SRING, {}};
   qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) {
     constexpr int T = decltype(t)::value;
-    constexpr int W = GW > 0 ? GW : gm_window(T);
-    const GmFn fn = &qmatvec_gmma_kernel<T, P, W, 2>;
+    const GmFn fn = &qmatvec_gmma_kernel<T, P, gm_window(T), 2, SRING>;
     MERE_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(gm_smem_bytes(T, W))));
+                                         static_cast<int>(gm_smem_bytes(T, gm_window(T), P, SRING))));
     return fn;
   });
   return v;
 }
 
-// cfg.warps of this kernel selects the x window: 0 = by T (gm_window), 1 = 16 groups, 2 = 32
-int window_of(const QMatvecConfig& cfg) { return cfg.warps == 1 ? 16 : (cfg.warps == 2 ? 32 : 0); }
-int window_for(int64_t T, const QMatvecConfig& cfg) {
-  const int w = window_of(cfg);
-  return w > 0 ? w : gm_window(static_cast<int>(T));
-}
+// cfg.warps of this kernel selects the ring: 0 = registers, 1 = shared memory
+bool sring_of(const QMatvecConfig& cfg) { return cfg.warps == 1; }
 
-const GmVariant* find_gm(int P, int GW) {
-  static const GmVariant table[] = {make_gm<4, 0>(), make_gm<6, 0>(), make_gm<8, 0>(), make_gm<6, 16>(),
-                                    make_gm<6, 32>()};
+const GmVariant* find_gm(int P, bool sring) {
+  static const GmVariant table[] = {make_gm<4, false>(), make_gm<6, false>(), make_gm<8, false>(),
+                                    make_gm<6, true>(),  make_gm<8, true>(),  make_gm<12, true>()};
   for (const GmVariant& v : table)
-    if (v.P == P && v.GW == GW) return &v;
+    if (v.P == P && v.sring == sring) return &v;
   return nullptr;
 }
 
@@ -334,20 +381,22 @@ int q4gm_splits(int64_t rows, int64_t cols, int sms) {
 
 int q4gm_ring(int64_t T, const QMatvecConfig& cfg) {
   if (cfg.stages > 0) return cfg.stages;
-  // the deepest ring without spills (ptxas, 128 registers at 2 blocks an SM): 6 groups, 4 at T = 9
+  if (sring_of(cfg)) return 8;
+  // the deepest register ring without spills (ptxas, 128 registers at 2 blocks an SM): 6 groups, 4 at T = 9
   return T <= 8 ? 6 : 4;
 }
 
 bool q4gm_available(int64_t T, const QMatvecConfig& cfg) {
-  return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && cfg.warps >= 0 && cfg.warps <= 2 &&
-         find_gm(q4gm_ring(T, cfg), window_of(cfg)) != nullptr;
+  return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && cfg.warps >= 0 && cfg.warps <= 1 &&
+         find_gm(q4gm_ring(T, cfg), sring_of(cfg)) != nullptr;
 }
 
 void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                  const QMatvecConfig& cfg, int sms) {
-  const GmVariant* v = find_gm(q4gm_ring(T, cfg), window_of(cfg));
-  MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", cfg.stages,
-             " and x window variant ", cfg.warps);
+  const int P = q4gm_ring(T, cfg);
+  const GmVariant* v = find_gm(P, sring_of(cfg));
+  MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", P,
+             sring_of(cfg) ? " in shared memory" : " in registers");
   GmArgs args{};
   args.n = n;
   int64_t units = 0;
@@ -365,7 +414,8 @@ void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws,
   }
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
   launch("qmatvec_gmma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32),
-         gm_smem_bytes(static_cast<int>(T), window_for(T, cfg)), s, args, L.gdg, L.gsx2, static_cast<int>(cols));
+         gm_smem_bytes(static_cast<int>(T), gm_window(static_cast<int>(T)), P, sring_of(cfg)), s, args, L.gdg, L.gsx2,
+         static_cast<int>(cols));
 }
 
 }  // namespace mere::cuda::detail
