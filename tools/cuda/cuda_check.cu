@@ -245,10 +245,10 @@ const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0,
                                      {4, 1, 0, 3, 2}, {2, 1, 0, 4, 2},
                                      // tensor-core integer kernel (integer 3): {16 rows a warp, 1, 0, ring stages}
                                      {16, 1, 0, 8, 3}, {16, 1, 0, 16, 3}};
-// group-integer tensor-core kernel (integer 4, its own contract): {16, 1, ring (0: registers, 1:
-// shared memory), ring depth (0: by T)}
-const QMatvecConfig kGmConfigs[] = {{16, 1, 0, 0, 4}, {16, 1, 0, 4, 4}, {16, 1, 0, 6, 4}, {16, 1, 0, 8, 4},
-                                    {16, 1, 1, 0, 4}, {16, 1, 1, 6, 4}, {16, 1, 1, 12, 4}};
+// group-integer tensor-core kernel (integer 4, its own contract): {16, 1, groups a step (0: 2),
+// ring depth (0: by T)}
+const QMatvecConfig kGmConfigs[] = {{16, 1, 0, 0, 4}, {16, 1, 1, 6, 4}, {16, 1, 2, 4, 4},
+                                    {16, 1, 2, 8, 4}, {16, 1, 4, 4, 4}, {16, 1, 4, 8, 4}};
 QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
 std::string cfg_name(const QMatvecConfig& c) {
   char b[64];
@@ -257,7 +257,7 @@ std::string cfg_name(const QMatvecConfig& c) {
   else if (c.integer == 3)
     std::snprintf(b, sizeof(b), "mma D=%d", c.stages);
   else if (c.integer == 4)
-    std::snprintf(b, sizeof(b), "gmma P=%d %s", c.stages, c.warps == 1 ? "smem" : "reg");
+    std::snprintf(b, sizeof(b), "gmma P=%d G=%d", c.stages, c.warps);
   else if (c.integer && c.rows_per_warp < 0)
     std::snprintf(b, sizeof(b), "R=fit U=%d", c.unroll);
   else if (c.integer)

@@ -91,24 +91,9 @@ __device__ __forceinline__ void mma_s8(const uint32_t (&a)[4], uint32_t b0, uint
 }
 
 // Shared-memory bytes of the x windows: two buffers of GW groups, each group 12 T uint4 of digits
-// and T float2 {2^-e, sum}; with the shared-memory ring (SRING) each warp's P slots of 512 bytes of
-// codes and 64 of scale | bias words follow.
-__host__ __device__ constexpr size_t gm_smem_bytes(int T, int GW, int P = 0, bool sring = false) {
-  return static_cast<size_t>(2) * GW * (12 * T * 16 + T * 8) + (sring ? static_cast<size_t>(kWarps) * P * 576 : 0);
-}
-
-// mbarrier helpers of the shared-memory ring: each lane's cp.async copies of a slot arrive on the
-// slot's barrier when they land (noinc: the 32 arrivals a phase are the init count).
-__device__ __forceinline__ void mbar_init(uint64_t* b, int count) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_cp_async(uint64_t* b) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(smem_u32(b)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait_parity(uint64_t* b, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n WAIT:\n mbarrier.try_wait.parity.shared.b64 done, [%0], %1;\n @!done bra WAIT;\n}"
-      ::"r"(smem_u32(b)), "r"(parity) : "memory");
+// and T float2 {2^-e, sum}.
+__host__ __device__ constexpr size_t gm_smem_bytes(int T, int GW) {
+  return static_cast<size_t>(2) * GW * (12 * T * 16 + T * 8);
 }
 
 // One 16-row tile x one K-split per warp; T tokens; P groups of codes and scales in flight in
@@ -116,7 +101,7 @@ __device__ __forceinline__ void mbar_wait_parity(uint64_t* b, uint32_t parity) {
 // K-splits a block holds), double-buffered with cp.async: the block copies window w + 1 while its
 // warps compute window w, one barrier a window (v9; v8 read x from global memory at each group and
 // waited for an L2 round trip there: 21-25% of copy, docs/cuda-kernels.md §1 "v9").
-template <int T, int P, int GW, int MINB, bool SRING>
+template <int T, int P, int G, int GW, int MINB>
 __global__ void __launch_bounds__(kWarps * 32, MINB)
     qmatvec_gmma_kernel(const GmArgs args, const uint4* __restrict__ gdg, const float2* __restrict__ gsx2, int cols) {
   constexpr int NJ = (T + 3) / 4;  // D01 n-tiles; also the tokens t + 4k a lane holds
@@ -152,29 +137,12 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   // the ring: codes (rows g and g+8, quarter t) and the scale | bias words of groups i .. i+P-1.
   // The loads are unconditional (groups past the unit's end re-read its last group, whose values are
   // never used), so no value of a slot is merged from two paths (see the loop).
-  // SRING: the slots live in shared memory instead ([warp][slot][lane] uint4 codes, [warp][slot][g]
-  // uint2 scale | bias), filled by cp.async and completed on one mbarrier a slot, so no register
-  // allocation can turn a refill into a wait.
-  uint4 wv[SRING ? 1 : P];
-  uint2 qv[SRING ? 1 : P];
-  uint4* const rcodes = reinterpret_cast<uint4*>(gm_smem + gm_smem_bytes(T, GW)) + wib * P * 32;
-  uint2* const rsb = reinterpret_cast<uint2*>(reinterpret_cast<uint4*>(gm_smem + gm_smem_bytes(T, GW)) + kWarps * P * 32) + wib * P * 8;
-  __shared__ uint64_t rbar[SRING ? kWarps : 1][SRING ? P : 1];
-  if constexpr (SRING) {
-    if (lane == 0)
-      for (int q = 0; q < P; ++q) mbar_init(&rbar[wib][q], 32);
-    __syncwarp();
-  }
+  uint4 wv[P];
+  uint2 qv[P];
   auto fetch = [&](int slot, int i) {
     const int ic = max(0, min(i, n - 1));
-    if constexpr (SRING) {
-      cp_async16(smem_u32(rcodes + slot * 32 + lane), cp + 32 * ic, 16);
-      if (lane < 8) cp_async8(smem_u32(rsb + slot * 8 + lane), sp - g + 8 * ic + lane);
-      mbar_arrive_cp_async(&rbar[wib][slot]);
-    } else {
-      wv[slot] = ld_codes(cp + 32 * ic);
-      qv[slot] = __ldg(sp + 8 * ic);
-    }
+    wv[slot] = ld_codes(cp + 32 * ic);
+    qv[slot] = __ldg(sp + 8 * ic);
   };
 #pragma unroll
   for (int p = 0; p < P; ++p) fetch(p, p);
@@ -218,10 +186,58 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
 #pragma unroll
   for (int k = 0; k < NJ; ++k) acc[0][k] = 0.0f, acc[1][k] = 0.0f;
 
+  // One group: its mmas and epilogue into acc, kept only where `keep` (a select, not a branch: the
+  // lanes of absent tokens and groups past the unit's end compute on finite stand-in values and
+  // drop them, so the G groups of a step form one basic block the scheduler can interleave).
+  auto group_math = [&](const uint4& W, const uint2& Q, int slot, bool keep) {
+    const uint4* xs = sdg + slot * GU;
+    const float2* gs2 = sgs + slot * T;
+    uint4 xj[NJ], xp[NP];
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) xj[j] = xs[bj[j]];
+#pragma unroll
+    for (int q = 0; q < NP; ++q) xp[q] = xs[bp[q]];
+    const uint32_t a0[4] = {W.x & kNib, W.z & kNib, (W.x >> 4) & kNib, (W.z >> 4) & kNib};
+    const uint32_t a1[4] = {W.y & kNib, W.w & kNib, (W.y >> 4) & kNib, (W.w >> 4) & kNib};
+    int c01[NJ][4], c2[NP][4];
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+      c01[j][0] = c01[j][1] = c01[j][2] = c01[j][3] = 0;
+      mma_s8(a0, xj[j].x, xj[j].y, c01[j]);
+      mma_s8(a1, xj[j].z, xj[j].w, c01[j]);
+    }
+#pragma unroll
+    for (int q = 0; q < NP; ++q) {
+      c2[q][0] = c2[q][1] = c2[q][2] = c2[q][3] = 0;
+      mma_s8(a0, xp[q].x, xp[q].y, c2[q]);
+      mma_s8(a1, xp[q].z, xp[q].w, c2[q]);
+    }
+    const float sca = qm::bf16_to_f32(static_cast<uint16_t>(Q.x & 0xFFFFu)), bia = qm::bf16_to_f32(static_cast<uint16_t>(Q.x >> 16));
+    const float scb = qm::bf16_to_f32(static_cast<uint16_t>(Q.y & 0xFFFFu)), bib = qm::bf16_to_f32(static_cast<uint16_t>(Q.y >> 16));
+#pragma unroll
+    for (int k = 0; k < NJ; ++k) {
+      const float2 gs = gs2[min(4 * k + t, T - 1)];  // {2^-e, sum of the group}
+      const int Va = (c2[k >> 1][k & 1] * 256 + c01[k][1]) * 256 + c01[k][0];
+      const int Vb = (c2[k >> 1][2 + (k & 1)] * 256 + c01[k][3]) * 256 + c01[k][2];
+      const float qxa = __fmul_rn(__int2float_rn(Va), gs.x), qxb = __fmul_rn(__int2float_rn(Vb), gs.x);
+      const float na = __fmaf_rn(sca, qxa, __fmaf_rn(bia, gs.y, acc[0][k]));
+      const float nb = __fmaf_rn(scb, qxb, __fmaf_rn(bib, gs.y, acc[1][k]));
+      const bool on = keep && 4 * k + t < T;
+      acc[0][k] = on ? na : acc[0][k];
+      acc[1][k] = on ? nb : acc[1][k];
+    }
+  };
+
+  // Steps of G groups (G divides P and the per-split window). The ring slots of a step are used up
+  // and then refilled at its end, after the join of the compute and skip paths: were a refill on
+  // only some paths, or an old value still live there, ptxas would load into other registers and
+  // move the value into the slot's at the loop edge, and that move waits for the load (ncu of v9b:
+  // 55% of all stall samples on six such moves, one DRAM round trip a group whatever the ring
+  // depth; v8 had the same moves from its conditional loads).
   const int wmask = (1 << lw) - 1;
   for (int i0 = 0; i0 < nmax; i0 += P) {
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
+    for (int p = 0; p < P; p += G) {
       const int i = i0 + p;
       if (i >= nmax) break;  // block-uniform
       if ((i & wmask) == 0) {  // a new window (block-uniform): wait for it, free the other buffer
@@ -229,73 +245,14 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
         __syncthreads();
         if (((i >> lw) + 1) << lw < nmax) stage((i >> lw) + 1);
       }
-      // The ring slot is refilled at the end of the group, after the join of the compute and skip
-      // paths and after its last use (the mmas): were the refill on only some paths, or the old value
-      // (or the A fragments made of it) still live there, ptxas would load into other registers and
-      // move the value into the slot's at the loop edge, and the move waits for the load (ncu of
-      // v9b: 55% of all stall samples on six such moves, one DRAM round trip a group whatever the
-      // ring depth; v8 had the same moves from its conditional loads).
       if (i < n) {  // warp-uniform
-        uint4 W;  // .x, .y: row g words 2t, 2t+1; .z, .w: row g+8
-        uint32_t QA, QB;
-        if constexpr (SRING) {
-          mbar_wait_parity(&rbar[wib][p], static_cast<uint32_t>(i / P) & 1u);
-          W = rcodes[p * 32 + lane];
-          const uint2 q2 = rsb[p * 8 + g];
-          QA = q2.x, QB = q2.y;
-        } else {
-          W = wv[p];
-          QA = qv[p].x, QB = qv[p].y;
-        }
         const int slot = (((i >> lw) & 1) * GW) + (split << lw) + (i & wmask);
-        const uint4* xs = sdg + slot * GU;
-        const float2* gs2 = sgs + slot * T;
-        uint4 xj[NJ], xp[NP];
 #pragma unroll
-        for (int j = 0; j < NJ; ++j) xj[j] = xs[bj[j]];
-#pragma unroll
-        for (int q = 0; q < NP; ++q) xp[q] = xs[bp[q]];
-        const uint32_t a0[4] = {W.x & kNib, W.z & kNib, (W.x >> 4) & kNib, (W.z >> 4) & kNib};
-        const uint32_t a1[4] = {W.y & kNib, W.w & kNib, (W.y >> 4) & kNib, (W.w >> 4) & kNib};
-        int c01[NJ][4], c2[NP][4];
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-          c01[j][0] = c01[j][1] = c01[j][2] = c01[j][3] = 0;
-          mma_s8(a0, xj[j].x, xj[j].y, c01[j]);
-          mma_s8(a1, xj[j].z, xj[j].w, c01[j]);
-        }
-#pragma unroll
-        for (int q = 0; q < NP; ++q) {
-          c2[q][0] = c2[q][1] = c2[q][2] = c2[q][3] = 0;
-          mma_s8(a0, xp[q].x, xp[q].y, c2[q]);
-          mma_s8(a1, xp[q].z, xp[q].w, c2[q]);
-        }
-        const float sca = qm::bf16_to_f32(static_cast<uint16_t>(QA & 0xFFFFu)), bia = qm::bf16_to_f32(static_cast<uint16_t>(QA >> 16));
-        const float scb = qm::bf16_to_f32(static_cast<uint16_t>(QB & 0xFFFFu)), bib = qm::bf16_to_f32(static_cast<uint16_t>(QB >> 16));
-#pragma unroll
-        for (int k = 0; k < NJ; ++k) {
-          const float2 gs = gs2[min(4 * k + t, T - 1)];  // {2^-e, sum of the group}
-          if (4 * k + t < T) {
-            const int Va = (c2[k >> 1][k & 1] * 256 + c01[k][1]) * 256 + c01[k][0];
-            const int Vb = (c2[k >> 1][2 + (k & 1)] * 256 + c01[k][3]) * 256 + c01[k][2];
-            const float qxa = __fmul_rn(__int2float_rn(Va), gs.x), qxb = __fmul_rn(__int2float_rn(Vb), gs.x);
-            acc[0][k] = __fmaf_rn(sca, qxa, __fmaf_rn(bia, gs.y, acc[0][k]));
-            acc[1][k] = __fmaf_rn(scb, qxb, __fmaf_rn(bib, gs.y, acc[1][k]));
-          }
-        }
+        for (int u = 0; u < G; ++u) group_math(wv[p + u], qv[p + u], slot + u, i + u < n);
       }
-      if constexpr (SRING) {
-        // every lane has read the slot before any lane's copy overwrites it; a skipped group's slot
-        // phase is still consumed (waited) so the arrivals and waits stay in step
-        if (i >= n) mbar_wait_parity(&rbar[wib][p], static_cast<uint32_t>(i / P) & 1u);
-        __syncwarp();
-      }
-      fetch(p, i + P);
+#pragma unroll
+      for (int u = 0; u < G; ++u) fetch(p + u, i + u + P);
     }
-  }
-  if constexpr (SRING) {  // no copy into shared memory outlives the block (the last refills are uncommitted)
-    cp_async_commit();
-    cp_async_wait<0>();
   }
 
   auto store = [&](int row, int tok, float v) {
@@ -334,37 +291,36 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
 
 using GmFn = void (*)(GmArgs, const uint4*, const float2*, int);
 
+// x window (groups a block stages at a time, over all its splits): 32 up to T = 4, else 16 (two
+// buffers: 51 KB at T = 4, 58 KB at T = 9)
+constexpr int gm_window(int T) { return T <= 4 ? 32 : 16; }
+
 struct GmVariant {
-  int P;
-  bool sring;  // the ring in shared memory (cp.async + mbarrier) instead of registers
+  int P, G;  // ring depth, groups a step
   GmFn fns[kMaxSkinnyRows];
 };
 
-// default x window (groups a block stages at a time, over all its splits): 32 up to T = 4, else 16
-// (two buffers: 51 KB at T = 4, 58 KB at T = 9)
-constexpr int gm_window(int T) { return T <= 4 ? 32 : 16; }
-
-template <int P, bool SRING>
+template <int P, int G>
 GmVariant make_gm() {
-  GmVariant v{P, SRING, {}};
+  GmVariant v{P, G, {}};
   qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) {
     constexpr int T = decltype(t)::value;
-    const GmFn fn = &qmatvec_gmma_kernel<T, P, gm_window(T), 2, SRING>;
+    const GmFn fn = &qmatvec_gmma_kernel<T, P, G, gm_window(T), 2>;
     MERE_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(gm_smem_bytes(T, gm_window(T), P, SRING))));
+                                         static_cast<int>(gm_smem_bytes(T, gm_window(T)))));
     return fn;
   });
   return v;
 }
 
-// cfg.warps of this kernel selects the ring: 0 = registers, 1 = shared memory
-bool sring_of(const QMatvecConfig& cfg) { return cfg.warps == 1; }
+// cfg.warps of this kernel: groups a step (0: 2)
+int step_of(const QMatvecConfig& cfg) { return cfg.warps > 0 ? cfg.warps : 2; }
 
-const GmVariant* find_gm(int P, bool sring) {
-  static const GmVariant table[] = {make_gm<4, false>(), make_gm<6, false>(), make_gm<8, false>(),
-                                    make_gm<6, true>(),  make_gm<8, true>(),  make_gm<12, true>()};
+const GmVariant* find_gm(int P, int G) {
+  static const GmVariant table[] = {make_gm<6, 1>(), make_gm<4, 2>(), make_gm<6, 2>(), make_gm<8, 2>(),
+                                    make_gm<4, 4>(), make_gm<8, 4>()};
   for (const GmVariant& v : table)
-    if (v.P == P && v.sring == sring) return &v;
+    if (v.P == P && v.G == G) return &v;
   return nullptr;
 }
 
@@ -381,22 +337,24 @@ int q4gm_splits(int64_t rows, int64_t cols, int sms) {
 
 int q4gm_ring(int64_t T, const QMatvecConfig& cfg) {
   if (cfg.stages > 0) return cfg.stages;
-  if (sring_of(cfg)) return 8;
   // the deepest register ring without spills (ptxas, 128 registers at 2 blocks an SM): 6 groups, 4 at T = 9
   return T <= 8 ? 6 : 4;
 }
 
 bool q4gm_available(int64_t T, const QMatvecConfig& cfg) {
-  return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && cfg.warps >= 0 && cfg.warps <= 1 &&
-         find_gm(q4gm_ring(T, cfg), sring_of(cfg)) != nullptr;
+  return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && cfg.warps >= 0 && cfg.warps <= 4 &&
+         find_gm(q4gm_ring(T, cfg), step_of(cfg)) != nullptr;
 }
 
 void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                  const QMatvecConfig& cfg, int sms) {
   const int P = q4gm_ring(T, cfg);
-  const GmVariant* v = find_gm(P, sring_of(cfg));
+  int G = step_of(cfg);
+  for (int i = 0; i < n; ++i)  // a step's groups lie in one window of each split: G <= window / S
+    while (G > 1 && G > gm_window(static_cast<int>(T)) / q4gm_splits(outs[i].W.rows, cols, sms)) G /= 2;
+  const GmVariant* v = find_gm(P, G);
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", P,
-             sring_of(cfg) ? " in shared memory" : " in registers");
+             " with ", G, " groups a step");
   GmArgs args{};
   args.n = n;
   int64_t units = 0;
@@ -414,7 +372,7 @@ void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws,
   }
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
   launch("qmatvec_gmma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32),
-         gm_smem_bytes(static_cast<int>(T), gm_window(static_cast<int>(T)), P, sring_of(cfg)), s, args, L.gdg, L.gsx2,
+         gm_smem_bytes(static_cast<int>(T), gm_window(static_cast<int>(T))), s, args, L.gdg, L.gsx2,
          static_cast<int>(cols));
 }
 

@@ -191,18 +191,6 @@ bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
   return T >= 1 && T <= kMaxSkinnyRows && find_int(T, R, cfg.unroll, &i) != nullptr;
 }
 
-// MERE_CUDA_GM_RING=reg|smem: where the group-integer kernel keeps its ring of weights in flight
-// (registers, the default, or shared memory by cp.async; same bits). Read once per process.
-bool gm_shared_ring() {
-  static const bool v = [] {
-    const char* e = std::getenv("MERE_CUDA_GM_RING");
-    if (e == nullptr || *e == 0 || std::string_view(e) == "reg") return false;
-    MERE_CHECK(std::string_view(e) == "smem", "MERE_CUDA_GM_RING", "expected reg or smem, got '", e, "'");
-    return true;
-  }();
-  return v;
-}
-
 QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
   QMatvecConfig c;
   c.unroll = 1;
@@ -210,7 +198,6 @@ QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
     c.integer = kGroupMma;
     c.rows_per_warp = 16;
     c.stages = 0;  // by T
-    c.warps = gm_shared_ring() ? 1 : 0;
     return c;
   }
   if (impl == IntImpl::Mma && T <= 4) {
