@@ -245,10 +245,11 @@ const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0,
                                      {4, 1, 0, 3, 2}, {2, 1, 0, 4, 2},
                                      // tensor-core integer kernel (integer 3): {16 rows a warp, 1, 0, ring stages}
                                      {16, 1, 0, 8, 3}, {16, 1, 0, 16, 3}};
-// group-integer tensor-core kernel (integer 4, its own contract): {16, 1, groups a step (0: 2),
-// ring depth (0: by T)}
-const QMatvecConfig kGmConfigs[] = {{16, 1, 0, 0, 4}, {16, 1, 1, 6, 4}, {16, 1, 2, 4, 4},
-                                    {16, 1, 2, 8, 4}, {16, 1, 4, 4, 4}, {16, 1, 4, 8, 4}};
+// group-integer tensor-core kernel (integer 4, its own contract): {16, 1 ring / 2 two batches,
+// groups a step (0: 2), ring depth or batch size (0: by T)}
+const QMatvecConfig kGmConfigs[] = {{16, 1, 0, 0, 4}, {16, 1, 1, 6, 4}, {16, 1, 2, 4, 4}, {16, 1, 2, 8, 4},
+                                    {16, 1, 4, 4, 4}, {16, 1, 4, 8, 4}, {16, 2, 0, 0, 4}, {16, 2, 4, 4, 4},
+                                    {16, 2, 2, 2, 4}};
 QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
 std::string cfg_name(const QMatvecConfig& c) {
   char b[64];
@@ -257,7 +258,7 @@ std::string cfg_name(const QMatvecConfig& c) {
   else if (c.integer == 3)
     std::snprintf(b, sizeof(b), "mma D=%d", c.stages);
   else if (c.integer == 4)
-    std::snprintf(b, sizeof(b), "gmma P=%d G=%d", c.stages, c.warps);
+    std::snprintf(b, sizeof(b), "gmma P=%d G=%d%s", c.stages, c.warps, c.unroll == 2 ? " db" : "");
   else if (c.integer && c.rows_per_warp < 0)
     std::snprintf(b, sizeof(b), "R=fit U=%d", c.unroll);
   else if (c.integer)
@@ -887,7 +888,7 @@ void bench_qmatvec(CudaDevice& dev) {
       if (s.rows == 17408) {
         for (int T : {1, 2, 4, 8, 9})
           for (const QMatvecConfig& c : {kIntConfigs[0], QMatvecConfig{-1, 1, 0, 0, 1}, QMatvecConfig{4, 1, 0, 3, 2},
-                                         QMatvecConfig{16, 1, 0, 8, 3}, kGmConfigs[0]}) {
+                                         QMatvecConfig{16, 1, 0, 8, 3}, kGmConfigs[0], kGmConfigs[6]}) {
           if (!qmatvec_config_available(bits, T, c) || !want_kernel(c.integer == 4 ? "gmma" : "int")) continue;
           qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());
           auto fn = [&](int i) {
@@ -910,9 +911,10 @@ void bench_qmatvec(CudaDevice& dev) {
       for (int T = 1; T <= kMaxSkinnyRows; ++T) {
         if (!big27 && T != 1 && T != 9) continue;
         bench_one(T, kGmConfigs[0], label_of(T, kGmConfigs[0], QMatvecConfig{}), "gmma");
+        bench_one(T, kGmConfigs[6], " (sweep)", "gmma");  // two batches, default shape
         if (s.rows == 17408 && (T == 1 || T == 8))
           for (size_t i = 1; i < std::size(kGmConfigs); ++i)
-            if (qmatvec_config_available(bits, T, kGmConfigs[i])) bench_one(T, kGmConfigs[i], " (sweep)", "gmma");
+            if (i != 6 && qmatvec_config_available(bits, T, kGmConfigs[i])) bench_one(T, kGmConfigs[i], " (sweep)", "gmma");
       }
       // SIMT (MERE_CUDA_QMATVEC=simt): T = 1 default shape everywhere, T = 2..9 at [17408,5120]
       bench_one(1, s.rows >= 8192 ? QMatvecConfig{8, 1} : QMatvecConfig{2, 2}, " (simt)", "");  // its T = 1 default

@@ -82,6 +82,13 @@ __device__ __forceinline__ uint4 ld_codes(const uint4* p) {
   return v;
 }
 
+// 0, computed from v: an operand that makes a load wait for v without the compiler seeing through it.
+__device__ __forceinline__ uint32_t zero_of(uint32_t v) {
+  uint32_t z;
+  asm("and.b32 %0, %1, 0;" : "=r"(z) : "r"(v));
+  return z;
+}
+
 // c += A (16x32 s8, rows g / g+8) * B (32x8 s8, column g), s32 accumulate.
 __device__ __forceinline__ void mma_s8(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, int (&c)[4]) {
   asm volatile(
@@ -101,7 +108,7 @@ __host__ __device__ constexpr size_t gm_smem_bytes(int T, int GW) {
 // K-splits a block holds), double-buffered with cp.async: the block copies window w + 1 while its
 // warps compute window w, one barrier a window (v9; v8 read x from global memory at each group and
 // waited for an L2 round trip there: 21-25% of copy, docs/cuda-kernels.md §1 "v9").
-template <int T, int P, int G, int GW, int MINB>
+template <int T, int P, int G, bool DB, int GW, int MINB>
 __global__ void __launch_bounds__(kWarps * 32, MINB)
     qmatvec_gmma_kernel(const GmArgs args, const uint4* __restrict__ gdg, const float2* __restrict__ gsx2, int cols) {
   constexpr int NJ = (T + 3) / 4;  // D01 n-tiles; also the tokens t + 4k a lane holds
@@ -137,12 +144,25 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   // the ring: codes (rows g and g+8, quarter t) and the scale | bias words of groups i .. i+P-1.
   // The loads are unconditional (groups past the unit's end re-read its last group, whose values are
   // never used), so no value of a slot is merged from two paths (see the loop).
-  uint4 wv[P];
-  uint2 qv[P];
+  // DB (double buffer): two batches of P slots instead of a ring; batch B's loads are issued right
+  // after the first use of batch A's data (an explicit dependency), so the scoreboard wait at that
+  // use covers only loads issued a whole batch earlier (a ring's first use of slot 0 waited for all
+  // P refills in flight, the newest issued one group before: v9c ncu).
+  uint4 wv[P], wy[DB ? P : 1];
+  uint2 qv[P], qy[DB ? P : 1];
   auto fetch = [&](int slot, int i) {
     const int ic = max(0, min(i, n - 1));
     wv[slot] = ld_codes(cp + 32 * ic);
     qv[slot] = __ldg(sp + 8 * ic);
+  };
+  // P groups from group `base` into (w, q); `dep` is 0 computed from data the loads must wait for
+  auto fetch_batch = [&](uint4 (&w)[DB ? P : 1], uint2 (&q)[DB ? P : 1], int base, uint32_t dep) {
+#pragma unroll
+    for (int u = 0; u < (DB ? P : 1); ++u) {
+      const int ic = max(0, min(base + u, n - 1));
+      w[u] = ld_codes(cp + 32 * ic + dep);
+      q[u] = __ldg(sp + 8 * ic + dep);
+    }
   };
 #pragma unroll
   for (int p = 0; p < P; ++p) fetch(p, p);
@@ -235,23 +255,41 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   // 55% of all stall samples on six such moves, one DRAM round trip a group whatever the ring
   // depth; v8 had the same moves from its conditional loads).
   const int wmask = (1 << lw) - 1;
-  for (int i0 = 0; i0 < nmax; i0 += P) {
+  // the groups [i, i + G) of one step from slots (w, q)[p ..]
+  auto step = [&](const uint4* w, const uint2* q, int i) {
+    if ((i & wmask) == 0) {  // a new window (block-uniform): wait for it, free the other buffer
+      cp_async_wait<0>();
+      __syncthreads();
+      if (((i >> lw) + 1) << lw < nmax) stage((i >> lw) + 1);
+    }
+    if (i < n) {  // warp-uniform
+      const int slot = (((i >> lw) & 1) * GW) + (split << lw) + (i & wmask);
 #pragma unroll
-    for (int p = 0; p < P; p += G) {
-      const int i = i0 + p;
-      if (i >= nmax) break;  // block-uniform
-      if ((i & wmask) == 0) {  // a new window (block-uniform): wait for it, free the other buffer
-        cp_async_wait<0>();
-        __syncthreads();
-        if (((i >> lw) + 1) << lw < nmax) stage((i >> lw) + 1);
+      for (int u = 0; u < G; ++u) group_math(w[u], q[u], slot + u, i + u < n);
+    }
+  };
+  if constexpr (DB) {
+    for (int i0 = 0; i0 < nmax; i0 += 2 * P) {
+      fetch_batch(wy, qy, i0 + P, zero_of(wv[0].x));  // after the wait for batch wv
+#pragma unroll
+      for (int p = 0; p < P; p += G)
+        if (i0 + p < nmax) step(wv + p, qv + p, i0 + p);
+      if (i0 + P >= nmax) break;  // block-uniform
+      fetch_batch(wv, qv, i0 + 2 * P, zero_of(wy[0].x));
+#pragma unroll
+      for (int p = 0; p < P; p += G)
+        if (i0 + P + p < nmax) step(wy + p, qy + p, i0 + P + p);
+    }
+  } else {
+    for (int i0 = 0; i0 < nmax; i0 += P) {
+#pragma unroll
+      for (int p = 0; p < P; p += G) {
+        const int i = i0 + p;
+        if (i >= nmax) break;  // block-uniform
+        step(wv + p, qv + p, i);
+#pragma unroll
+        for (int u = 0; u < G; ++u) fetch(p + u, i + u + P);
       }
-      if (i < n) {  // warp-uniform
-        const int slot = (((i >> lw) & 1) * GW) + (split << lw) + (i & wmask);
-#pragma unroll
-        for (int u = 0; u < G; ++u) group_math(wv[p + u], qv[p + u], slot + u, i + u < n);
-      }
-#pragma unroll
-      for (int u = 0; u < G; ++u) fetch(p + u, i + u + P);
     }
   }
 
@@ -296,16 +334,17 @@ using GmFn = void (*)(GmArgs, const uint4*, const float2*, int);
 constexpr int gm_window(int T) { return T <= 4 ? 32 : 16; }
 
 struct GmVariant {
-  int P, G;  // ring depth, groups a step
+  int P, G;  // ring depth (or batch size with db), groups a step
+  bool db;   // two batches of P instead of a ring
   GmFn fns[kMaxSkinnyRows];
 };
 
-template <int P, int G>
+template <int P, int G, bool DB>
 GmVariant make_gm() {
-  GmVariant v{P, G, {}};
+  GmVariant v{P, G, DB, {}};
   qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) {
     constexpr int T = decltype(t)::value;
-    const GmFn fn = &qmatvec_gmma_kernel<T, P, G, gm_window(T), 2>;
+    const GmFn fn = &qmatvec_gmma_kernel<T, P, G, DB, gm_window(T), 2>;
     MERE_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(gm_smem_bytes(T, gm_window(T)))));
     return fn;
@@ -316,11 +355,15 @@ GmVariant make_gm() {
 // cfg.warps of this kernel: groups a step (0: 2)
 int step_of(const QMatvecConfig& cfg) { return cfg.warps > 0 ? cfg.warps : 2; }
 
-const GmVariant* find_gm(int P, int G) {
-  static const GmVariant table[] = {make_gm<6, 1>(), make_gm<4, 2>(), make_gm<6, 2>(), make_gm<8, 2>(),
-                                    make_gm<4, 4>(), make_gm<8, 4>()};
+// cfg.unroll of this kernel: 2 = two batches (db), else a ring
+bool db_of(const QMatvecConfig& cfg) { return cfg.unroll == 2; }
+
+const GmVariant* find_gm(int P, int G, bool db) {
+  static const GmVariant table[] = {make_gm<6, 1, false>(), make_gm<4, 2, false>(), make_gm<6, 2, false>(),
+                                    make_gm<8, 2, false>(), make_gm<4, 4, false>(), make_gm<8, 4, false>(),
+                                    make_gm<4, 2, true>(),  make_gm<4, 4, true>(),  make_gm<2, 2, true>()};
   for (const GmVariant& v : table)
-    if (v.P == P && v.G == G) return &v;
+    if (v.P == P && v.G == G && v.db == db) return &v;
   return nullptr;
 }
 
@@ -337,13 +380,14 @@ int q4gm_splits(int64_t rows, int64_t cols, int sms) {
 
 int q4gm_ring(int64_t T, const QMatvecConfig& cfg) {
   if (cfg.stages > 0) return cfg.stages;
+  if (db_of(cfg)) return T <= 8 ? 4 : 2;  // two batches of 4 groups (2 at T = 9)
   // the deepest register ring without spills (ptxas, 128 registers at 2 blocks an SM): 6 groups, 4 at T = 9
   return T <= 8 ? 6 : 4;
 }
 
 bool q4gm_available(int64_t T, const QMatvecConfig& cfg) {
   return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && cfg.warps >= 0 && cfg.warps <= 4 &&
-         find_gm(q4gm_ring(T, cfg), step_of(cfg)) != nullptr;
+         find_gm(q4gm_ring(T, cfg), step_of(cfg), db_of(cfg)) != nullptr;
 }
 
 void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
@@ -352,7 +396,7 @@ void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws,
   int G = step_of(cfg);
   for (int i = 0; i < n; ++i)  // a step's groups lie in one window of each split: G <= window / S
     while (G > 1 && G > gm_window(static_cast<int>(T)) / q4gm_splits(outs[i].W.rows, cols, sms)) G /= 2;
-  const GmVariant* v = find_gm(P, G);
+  const GmVariant* v = find_gm(P, G, db_of(cfg));
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", P,
              " with ", G, " groups a step");
   GmArgs args{};
