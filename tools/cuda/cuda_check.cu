@@ -246,8 +246,9 @@ const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0,
                                      // tensor-core integer kernel (integer 3): {16 rows a warp, 1, 0, ring stages}
                                      {16, 1, 0, 8, 3}, {16, 1, 0, 16, 3}};
 // group-integer tensor-core kernel (integer 4, its own contract): {16, 1 ring / 2 two batches,
-// groups a step (0: 2), ring depth or batch size (0: by T)}
-const QMatvecConfig kGmConfigs[] = {{16, 1, 0, 0, 4}, {16, 1, 1, 6, 4}, {16, 1, 2, 4, 4}, {16, 1, 2, 8, 4},
+// groups a step (0: 1 ring, 2 batches), ring depth or batch size (0: by T)}; [6] = the batches'
+// default (benched at every T)
+const QMatvecConfig kGmConfigs[] = {{16, 1, 0, 0, 4}, {16, 1, 2, 6, 4}, {16, 1, 2, 4, 4}, {16, 1, 2, 8, 4},
                                     {16, 1, 4, 4, 4}, {16, 1, 4, 8, 4}, {16, 2, 0, 0, 4}, {16, 2, 4, 4, 4},
                                     {16, 2, 2, 2, 4}};
 QMatvecConfig simt_config(int64_t T) { return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1}; }
