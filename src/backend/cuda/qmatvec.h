@@ -24,8 +24,9 @@
 //     acc_s = fma(scale[r,G], qx, fma(bias[r,G], sum_G(x[t]), acc_s))   over the groups of K-split s
 //             (groups [ng*s/S, ng*(s+1)/S), increasing; fp32), y = ((acc_0 + acc_1) + ...) + acc_{S-1}
 //   (sum_G as in the tensor-core contract below). S in {1, 2, 4, 8} is a function of (rows, cols,
-//   the device's SM count) only, so T, the other matrices of a launch and the ring depth change
-//   nothing: one kernel for every T is batch-width invariant by construction.
+//   the device's SM count, and MERE_CUDA_GM_WARPS when set for the process) only, so T, the other
+//   matrices of a launch, the ring depth, the groups a step and ring vs batches change nothing: one
+//   kernel for every T is batch-width invariant by construction.
 //
 // 4-bit, tensor cores (selected by a tensor-core QMatvecConfig or MERE_CUDA_QMATVEC=tc;
 // docs/cuda-kernels.md §1 "v4"): for row r, token t, group G of 64
