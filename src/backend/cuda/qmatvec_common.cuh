@@ -19,9 +19,10 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   return v;
 }
 
-// ld_stream when `on`, else zeros, as one predicated load: no branch, so ptxas does not wait for the
-// loads in flight at a join (a load under a branch cost the group-integer kernel a DRAM round trip
-// a group: docs/cuda-kernels.md §1 "v9").
+// ld_stream when `on`, else zeros, as one predicated load into the same registers: no branch, so
+// no value is merged from a load on one path and a constant on another (such a merge can become a
+// register move that waits for the load: it cost the group-integer kernel a DRAM round trip a
+// group, docs/cuda-kernels.md §1 "v9").
 __device__ __forceinline__ uint4 ld_stream_if(const uint4* p, bool on) {
   uint4 v = make_uint4(0u, 0u, 0u, 0u);
   asm("{\n .reg .pred q;\n setp.ne.b32 q, %5, 0;\n @q ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
