@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -108,8 +109,8 @@ __host__ __device__ constexpr size_t gm_smem_bytes(int T, int GW) {
 // K-splits a block holds), double-buffered with cp.async: the block copies window w + 1 while its
 // warps compute window w, one barrier a window (v9; v8 read x from global memory at each group and
 // waited for an L2 round trip there: 21-25% of copy, docs/cuda-kernels.md §1 "v9").
-template <int T, int P, int G, bool DB, int GW, int MINB>
-__global__ void __launch_bounds__(kWarps * 32, MINB)
+template <int T, int P, int G, bool DB, int GW>
+__global__ void __launch_bounds__(kWarps * 32, 2)
     qmatvec_gmma_kernel(const GmArgs args, const uint4* __restrict__ gdg, const float2* __restrict__ gsx2, int cols) {
   constexpr int NJ = (T + 3) / 4;  // D01 n-tiles; also the tokens t + 4k a lane holds
   constexpr int NP = (T + 7) / 8;  // D2 n-tiles
@@ -150,20 +151,14 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   // P refills in flight, the newest issued one group before: v9c ncu).
   uint4 wv[P], wy[DB ? P : 1];
   uint2 qv[P], qy[DB ? P : 1];
-  auto fetch = [&](int slot, int i) {
+  // group i's codes and scale | bias words (clamped to the unit); `dep` is 0 computed from data the
+  // loads must wait for (zero_of), or 0
+  auto load_group = [&](uint4& w, uint2& q, int i, uint32_t dep) {
     const int ic = max(0, min(i, n - 1));
-    wv[slot] = ld_codes(cp + 32 * ic);
-    qv[slot] = __ldg(sp + 8 * ic);
+    w = ld_codes(cp + 32 * ic + dep);
+    q = __ldg(sp + 8 * ic + dep);
   };
-  // P groups from group `base` into (w, q); `dep` is 0 computed from data the loads must wait for
-  auto fetch_batch = [&](uint4 (&w)[DB ? P : 1], uint2 (&q)[DB ? P : 1], int base, uint32_t dep) {
-#pragma unroll
-    for (int u = 0; u < (DB ? P : 1); ++u) {
-      const int ic = max(0, min(base + u, n - 1));
-      w[u] = ld_codes(cp + 32 * ic + dep);
-      q[u] = __ldg(sp + 8 * ic + dep);
-    }
-  };
+  auto fetch = [&](int slot, int i) { load_group(wv[slot], qv[slot], i, 0); };
 #pragma unroll
   for (int p = 0; p < P; ++p) fetch(p, p);
   pdl_begin();
@@ -270,12 +265,16 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   };
   if constexpr (DB) {
     for (int i0 = 0; i0 < nmax; i0 += 2 * P) {
-      fetch_batch(wy, qy, i0 + P, zero_of(wv[0].x));  // after the wait for batch wv
+      const uint32_t dy = zero_of(wv[0].x);  // batch wy is issued after the wait for batch wv
+#pragma unroll
+      for (int u = 0; u < P; ++u) load_group(wy[u], qy[u], i0 + P + u, dy);
 #pragma unroll
       for (int p = 0; p < P; p += G)
         if (i0 + p < nmax) step(wv + p, qv + p, i0 + p);
       if (i0 + P >= nmax) break;  // block-uniform
-      fetch_batch(wv, qv, i0 + 2 * P, zero_of(wy[0].x));
+      const uint32_t dv = zero_of(wy[0].x);
+#pragma unroll
+      for (int u = 0; u < P; ++u) load_group(wv[u], qv[u], i0 + 2 * P + u, dv);
 #pragma unroll
       for (int p = 0; p < P; p += G)
         if (i0 + P + p < nmax) step(wy + p, qy + p, i0 + P + p);
@@ -344,7 +343,7 @@ GmVariant make_gm() {
   GmVariant v{P, G, DB, {}};
   qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) {
     constexpr int T = decltype(t)::value;
-    const GmFn fn = &qmatvec_gmma_kernel<T, P, G, DB, gm_window(T), 2>;
+    const GmFn fn = &qmatvec_gmma_kernel<T, P, G, DB, gm_window(T)>;
     MERE_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(gm_smem_bytes(T, gm_window(T)))));
     return fn;
@@ -379,6 +378,16 @@ int q4gm_splits(int64_t rows, int64_t cols, int sms) {
   return S;
 }
 
+bool q4gm_batches() {
+  static const bool v = [] {
+    const char* e = std::getenv("MERE_CUDA_GM");
+    if (e == nullptr || *e == 0 || std::string_view(e) == "ring") return false;
+    MERE_CHECK(std::string_view(e) == "db", "MERE_CUDA_GM", "expected ring or db, got '", e, "'");
+    return true;
+  }();
+  return v;
+}
+
 int q4gm_ring(int64_t T, const QMatvecConfig& cfg) {
   if (cfg.stages > 0) return cfg.stages;
   if (db_of(cfg)) return T <= 8 ? 4 : 2;  // two batches of 4 groups (2 at T = 9)
@@ -393,16 +402,10 @@ bool q4gm_available(int64_t T, const QMatvecConfig& cfg) {
 
 void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                  const QMatvecConfig& cfg, int sms) {
-  const int P = q4gm_ring(T, cfg);
-  int G = step_of(cfg);
-  for (int i = 0; i < n; ++i)  // a step's groups lie in one window of each split: G <= window / S
-    while (G > 1 && G > gm_window(static_cast<int>(T)) / q4gm_splits(outs[i].W.rows, cols, sms)) G /= 2;
-  const GmVariant* v = find_gm(P, G, db_of(cfg));
-  MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", P,
-             " with ", G, " groups a step");
   GmArgs args{};
   args.n = n;
   int64_t units = 0;
+  int G = step_of(cfg);
   for (int i = 0; i < n; ++i) {
     const QWeightView& W = outs[i].W;
     MERE_CHECK(W.tiled && W.bits == 4 && W.biases == nullptr &&
@@ -410,11 +413,16 @@ void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws,
                "qmatvec", "the group-integer kernel needs tiled 4-bit weights (16-byte aligned codes); matrix ", i,
                " is not");
     const int S = q4gm_splits(W.rows, cols, sms);
+    while (G > 1 && G > gm_window(static_cast<int>(T)) / S) G /= 2;  // a step's groups lie in one window of each split
     units += ((W.rows + 15) / 16 * S + kWarps - 1) / kWarps * kWarps;
     MERE_CHECK(units < (int64_t{1} << 30), "qmatvec", "too many rows for one launch");
     args.m[i] = GmMat{reinterpret_cast<const uint4*>(W.codes), reinterpret_cast<const uint2*>(W.scales), outs[i].y,
                       static_cast<int>(W.rows), static_cast<int>(units), S, outs[i].accumulate ? 1 : 0};
   }
+  const int P = q4gm_ring(T, cfg);
+  const GmVariant* v = find_gm(P, G, db_of(cfg));
+  MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", P,
+             " with ", G, " groups a step");
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
   launch("qmatvec_gmma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32),
          gm_smem_bytes(static_cast<int>(T), gm_window(static_cast<int>(T))), s, args, L.gdg, L.gsx2,

@@ -20,8 +20,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -191,18 +189,6 @@ bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
   return T >= 1 && T <= kMaxSkinnyRows && find_int(T, R, cfg.unroll, &i) != nullptr;
 }
 
-// MERE_CUDA_GM=ring|db: the group-integer kernel's weights in flight as a ring (the default) or as
-// two batches (same bits; docs/cuda-kernels.md §1 "v9"). Read once per process.
-bool gm_batches() {
-  static const bool v = [] {
-    const char* e = std::getenv("MERE_CUDA_GM");
-    if (e == nullptr || *e == 0 || std::string_view(e) == "ring") return false;
-    MERE_CHECK(std::string_view(e) == "db", "MERE_CUDA_GM", "expected ring or db, got '", e, "'");
-    return true;
-  }();
-  return v;
-}
-
 QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
   QMatvecConfig c;
   c.unroll = 1;
@@ -210,7 +196,7 @@ QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
     c.integer = kGroupMma;
     c.rows_per_warp = 16;
     c.stages = 0;  // by T
-    c.unroll = gm_batches() ? 2 : 1;
+    c.unroll = q4gm_batches() ? 2 : 1;  // two batches (2) or a ring
     return c;
   }
   if (impl == IntImpl::Mma && T <= 4) {
