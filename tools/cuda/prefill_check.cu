@@ -1,5 +1,5 @@
 // mere_prefill_check: correctness checks and benchmarks of the CUDA prefill kernels (qgemm on the
-// tensor cores, grouped MoE qgemm, gdn_prefill, attention_prefill) on a real GPU. A plain main (the
+// tensor cores, its cuBLASLt alternative, grouped MoE qgemm, gdn_prefill, attention_prefill) on a real GPU. A plain main (the
 // GPU machine has no gtest). Every check: random inputs, outputs NaN-poisoned before the launch,
 // NMSE + element-wise bounds against the CPU reference ops, a non-finite output always fails.
 // Usage: mere_prefill_check [--quick] [--no-bench] [--json PATH]. Exit 1 on any failure.
@@ -25,6 +25,7 @@
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/gdn_prefill.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_blas.h"
 #include "backend/cuda/qmatvec.h"
 #include "core/dtype.h"
 #include "model/matrix.h"
@@ -289,6 +290,134 @@ void check_qgemm(CudaDevice& dev, bool quick) {
   check_qgemm_shape(dev, 10240, 5120, 4, {512}, ++seed, false);      // 27B in_proj_qkv
   check_qgemm_shape(dev, 5120, 6144, 8, {512}, ++seed, false);       // 27B out_proj, 8-bit
   check_qgemm_shape(dev, 8192, 2048, 4, {512}, ++seed, false);       // 35B q_proj / in_proj_qkv
+}
+
+// ---------------------------------------------------------------- cuBLASLt path (gemm_blas.h)
+// bf16 of an exact value v with round-to-nearest-even (the hardware fma's single rounding)
+uint16_t bf16_rne(double v) {
+  if (v == 0) return std::signbit(v) ? 0x8000 : 0;
+  int e = 0;
+  const double f = std::frexp(v, &e);  // v = f * 2^e, |f| in [0.5, 1)
+  const float r = static_cast<float>(std::ldexp(std::nearbyint(std::ldexp(f, 8)), e - 8));
+  uint32_t u;
+  std::memcpy(&u, &r, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+float bf16_f32(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// The dequantised matrix qgemm_dequant must produce: [rows, cols] bf16 in the prepared-X order.
+std::vector<uint16_t> ref_dequant(const HostQ& q) {
+  std::vector<uint16_t> w(static_cast<size_t>(q.rows * q.cols));
+  const int64_t ng = q.cols / 64, per_word = 32 / q.bits;
+  for (int64_t r = 0; r < q.rows; ++r)
+    for (int64_t k = 0; k < q.cols; ++k) {
+      const int pos = static_cast<int>(k & 7);
+      const int64_t src = (k & ~int64_t{7}) + (pos >> 1) + ((pos & 1) << 2);
+      const int64_t idx = r * q.cols + src;
+      const uint32_t word = q.codes[static_cast<size_t>(idx / per_word)];
+      const uint32_t code = (word >> (q.bits * (idx % per_word))) & ((1u << q.bits) - 1);
+      const float s = bf16_f32(q.scales[static_cast<size_t>(r * ng + src / 64)]);
+      const float b = bf16_f32(q.biases[static_cast<size_t>(r * ng + src / 64)]);
+      w[static_cast<size_t>(r * q.cols + k)] =
+          q.bits == 4 ? bf16_rne(static_cast<double>(code) * s + b) : bf16_rne(std::fmaf(static_cast<float>(code), s, b));
+    }
+  return w;
+}
+
+void check_blas_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t cols, int bits, const std::vector<int64_t>& Ts,
+                      uint64_t seed, bool all_rows = true) {
+  const HostQ hq = random_q(rows, cols, bits, seed);
+  DevQ dq = upload_q(dev, hq);
+  char tag[96];
+  std::snprintf(tag, sizeof(tag), "blas q%d[%lldx%lld]", bits, static_cast<long long>(rows), static_cast<long long>(cols));
+  // dequantisation: bitwise the reference values (MLX layout; tiled 4-bit too)
+  DeviceBuffer dw = dev.alloc(static_cast<size_t>(rows * cols) * 2, "dequantised W");
+  const std::vector<uint16_t> want = ref_dequant(hq);
+  auto check_dequant = [&](const QWeightView& v, const char* layout) {
+    poison(dev, dw);
+    qgemm_dequant(dev, v, dw.as<uint16_t>());
+    const auto got = from_device<uint16_t>(dev, dw, want.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i];
+    record_bool(std::string(tag) + " dequant (" + layout + ") bitwise the reference bf16", bad == 0,
+                std::to_string(bad) + " mismatches of " + std::to_string(want.size()));
+  };
+  check_dequant(dq.view, "MLX");
+  if (bits == 4) {
+    const QTiledBytes tb = qmatvec_tiled_bytes(rows, cols);
+    DeviceBuffer tc = dev.alloc(tb.codes, "tiled codes"), ts = dev.alloc(tb.sb, "tiled sb");
+    const size_t staging_bytes = std::max<size_t>(qmatvec_tile_staging_min(cols), size_t{8} << 20);
+    DeviceBuffer staging = dev.alloc(staging_bytes, "tile staging");
+    qmatvec_tile_upload(dev, hq.codes.data(), hq.scales.data(), hq.biases.data(), rows, cols, tc.get(), ts.get(),
+                        staging.get(), staging_bytes);
+    QWeightView tv{tc.as<uint32_t>(), ts.as<uint16_t>(), nullptr, rows, cols, 4};
+    tv.tiled = true;
+    check_dequant(tv, "tiled");
+  }
+  // the GEMM: vs ops::linear (qgemm's bounds) and vs qgemm (the same bf16 operands: only the order of
+  // the fp32 sums differs)
+  const int64_t TM = *std::max_element(Ts.begin(), Ts.end());
+  const std::vector<float> x = random_vec(static_cast<size_t>(TM * cols), seed + 1, -2.0f, 2.0f);
+  DeviceBuffer dx = to_device(dev, x, "x");
+  DeviceBuffer dxq = dev.alloc(static_cast<size_t>(TM * cols) * 2, "xq");
+  DeviceBuffer dy = dev.alloc(static_cast<size_t>((TM + 1) * rows) * 4, "y");
+  DeviceBuffer dyq = dev.alloc(static_cast<size_t>(TM * rows) * 4, "y qgemm");
+  int64_t wsf = 4;
+  for (int64_t T : Ts) wsf = std::max(wsf, qgemm_workspace_floats(dev, dq.view, T));
+  DeviceBuffer ws = dev.alloc(static_cast<size_t>(wsf) * 4, "ws");
+  for (int64_t T : Ts) {
+    std::vector<int64_t> ts;
+    if (all_rows) {
+      for (int64_t t = 0; t < T; ++t) ts.push_back(t);
+    } else {
+      ts = {0, 1, T / 2, T - 2, T - 1};
+    }
+    const auto ref = ref_linear_rows(hq.view(), x, ts);
+    poison(dev, dy);
+    qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, dxq.as<uint16_t>());
+    blas.run(dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows);
+    const auto got_all = from_device<float>(dev, dy, static_cast<size_t>((T + 1) * rows));
+    std::vector<float> got(ref.size());
+    for (size_t i = 0; i < ts.size(); ++i) std::memcpy(&got[i * rows], &got_all[ts[i] * rows], rows * 4);
+    const std::string name = std::string(tag) + " T=" + std::to_string(T) + (all_rows ? "" : " (5 rows)");
+    record(name + " vs ops::linear", compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol), kGemmNmse);
+    bool untouched = true;
+    for (int64_t r = 0; r < rows; ++r) untouched &= !std::isfinite(got_all[T * rows + r]);
+    record_bool(name + " writes no row >= T", untouched, "row T still NaN");
+    qgemm(dev, dq.view, dxq.as<uint16_t>(), T, dyq.as<float>(), rows, ws.as<float>());
+    const auto yq = from_device<float>(dev, dyq, static_cast<size_t>(T * rows));
+    record(name + " vs qgemm (same bf16 operands)", compare(got_all.data(), yq.data(), yq.size(), 1e-5, 1e-5), 1e-9);
+  }
+}
+
+void check_blas(CudaDevice& dev, bool quick) {
+  BlasGemm blas(dev, int64_t{17408} * 5120);
+  uint64_t seed = 7000;
+  check_blas_shape(dev, blas, 257, 1088, 4, {513, 10, 17, 64, 512}, ++seed);
+  check_blas_shape(dev, blas, 1, 64, 4, {65, 10}, ++seed);
+  check_blas_shape(dev, blas, 7, 192, 4, {17}, ++seed);
+  check_blas_shape(dev, blas, 130, 320, 8, {513, 17}, ++seed);
+  check_blas_shape(dev, blas, 33, 4160, 8, {65}, ++seed);
+  {  // a matrix larger than the scratch is an error, not an overrun
+    BlasGemm small(dev, 64 * 64);
+    const HostQ hq = random_q(128, 64, 4, 9);
+    DevQ dq = upload_q(dev, hq);
+    bool threw = false;
+    try {
+      small.run(dq.view, nullptr, 16, nullptr, 128);
+    } catch (const std::exception&) {
+      threw = true;
+    }
+    record_bool("blas: a matrix over the scratch size throws", threw, threw ? "threw" : "did not throw");
+  }
+  if (quick) return;
+  check_blas_shape(dev, blas, 17408, 5120, 4, {512}, ++seed, false);  // 27B gate/up
+  check_blas_shape(dev, blas, 5120, 17408, 4, {512}, ++seed, false);  // 27B down
+  check_blas_shape(dev, blas, 5120, 6144, 8, {512}, ++seed, false);   // 8-bit
 }
 
 // grouped MoE: random top-k routing, sort, gather-prepare, grouped qgemm, combine; vs per-pair ops::linear
@@ -734,6 +863,35 @@ double bench_attention(CudaDevice& dev, int64_t nh, int64_t nkv, int64_t T, KvTy
   return t.median_us;
 }
 
+// cuBLASLt path: dequantisation alone, the GEMM alone, both (what the engine runs). Returns both's median µs.
+double bench_blas(CudaDevice& dev, BlasGemm& blas, const char* what, int64_t rows, int64_t cols, int bits, int64_t T) {
+  QBank bank = make_bank(dev, rows, cols, bits, size_t{256} << 20);
+  DeviceBuffer x = dev.alloc(static_cast<size_t>(T * cols) * 4, "x");
+  fill_f32(dev, x.get(), static_cast<size_t>(T * cols), 5, -2.0f, 2.0f);
+  DeviceBuffer xq = dev.alloc(static_cast<size_t>(T * cols) * 2, "xq");
+  qgemm_prepare_x(dev, x.as<float>(), T, cols, cols, xq.as<uint16_t>());
+  DeviceBuffer y = dev.alloc(static_cast<size_t>(T * rows) * 4, "y");
+  DeviceBuffer wq = dev.alloc(static_cast<size_t>(rows * cols) * 2, "wq");
+  const size_t nb = bank.views.size();
+  const double qbytes = static_cast<double>(bank.views[0].bytes()), wbytes = rows * cols * 2.0;
+  const double flops = 2.0 * T * rows * cols;
+  char name[160];
+  const Timing td = time_launches(dev, 3, 20, [&](int i) { qgemm_dequant(dev, bank.views[static_cast<size_t>(i) % nb], wq.as<uint16_t>()); });
+  std::snprintf(name, sizeof(name), "blas dequant q%d %s [%lldx%lld]", bits, what, (long long)rows, (long long)cols);
+  add_bench(name, qbytes + wbytes, 0, (qbytes + wbytes) / (g_copy_gbs * 1e3), td);
+  qgemm_dequant(dev, bank.views[0], wq.as<uint16_t>());
+  const Timing tg = time_launches(dev, 3, 20, [&](int) { blas.gemm(wq.as<uint16_t>(), rows, cols, xq.as<uint16_t>(), T, y.as<float>(), rows); });
+  std::snprintf(name, sizeof(name), "blas gemm bf16 %s [%lldx%lld] T=%lld", what, (long long)rows, (long long)cols, (long long)T);
+  add_bench(name, wbytes + T * cols * 2.0 + T * rows * 4.0, flops, flops / (775.0 * 1e6), tg);
+  const Timing tb = time_launches(dev, 3, 20, [&](int i) {
+    blas.run(bank.views[static_cast<size_t>(i) % nb], xq.as<uint16_t>(), T, y.as<float>(), rows);
+  });
+  std::snprintf(name, sizeof(name), "blas dequant+gemm q%d %s [%lldx%lld] T=%lld", bits, what, (long long)rows, (long long)cols,
+                (long long)T);
+  add_bench(name, qbytes + 2 * wbytes, flops, td.median_us + tg.median_us, tb);
+  return tb.median_us;
+}
+
 void bench_all(CudaDevice& dev) {
   {
     const size_t bytes = size_t{1} << 30;
@@ -770,10 +928,34 @@ void bench_all(CudaDevice& dev) {
   bench_gdn(dev, 16, 48, T, true);
   const double att27 = bench_attention(dev, 24, 4, T, KvType::BF16);
   bench_attention(dev, 24, 4, T, KvType::F32);
+  double b27 = 0;  // the cuBLASLt path's matmuls of a prompt (dequant + gemm), for the estimate below
+  {
+    BlasGemm blas(dev, int64_t{17408} * 5120);
+    const double b_qkv = bench_blas(dev, blas, "27B in_proj_qkv", 10240, 5120, 4, T);
+    const double b_z = bench_blas(dev, blas, "27B in_proj_z", 6144, 5120, 4, T);
+    const double b_out = bench_blas(dev, blas, "27B out_proj/o_proj", 5120, 6144, 4, T);
+    const double b_q = bench_blas(dev, blas, "27B q_proj(+gate)", 12288, 5120, 4, T);
+    const double b_kv = bench_blas(dev, blas, "27B k_proj/v_proj", 1024, 5120, 4, T);
+    const double b_gate = bench_blas(dev, blas, "27B gate/up", 17408, 5120, 4, T);
+    const double b_down = bench_blas(dev, blas, "27B down", 5120, 17408, 4, T);
+    bench_blas(dev, blas, "27B gate/up T=2048", 17408, 5120, 4, 2048);
+    bench_blas(dev, blas, "35B in_proj_qkv", 8192, 2048, 4, T);
+    const double mlp = 2 * b_gate + b_down;
+    b27 = 48 * (b_qkv + b_z + g_ba + b_out + mlp) + 16 * (b_q + 2 * b_kv + b_out + mlp);
+  }
   const double mlp27 = 2 * g_gate + g_down + p_x + p_down;
   const double gdn_layer27 = g_qkv + g_z + g_ba + g_out + 2 * p_x + gdn27 + mlp27;
   const double att_layer27 = g_q + 2 * g_kv + g_out + 2 * p_x + att27 + mlp27;
   const double total27 = 48 * gdn_layer27 + 16 * att_layer27;
+  const double q27mm = 48 * (g_qkv + g_z + g_ba + g_out + 2 * g_gate + g_down) + 16 * (g_q + 2 * g_kv + g_out + 2 * g_gate + g_down);
+  std::printf("27B T=512 matmuls a prompt: qgemm %.2f ms, cuBLASLt path %.2f ms -> whole-prompt estimate with it %.2f ms, %.0f tok/s\n",
+              q27mm / 1e3, b27 / 1e3, (total27 - q27mm + b27) / 1e3, T / ((total27 - q27mm + b27) * 1e-6));
+  {
+    std::ostringstream o;
+    o << "{\"name\":\"27B matmuls a prompt\",\"T\":512,\"qgemm_ms\":" << jnum(q27mm / 1e3) << ",\"blas_ms\":" << jnum(b27 / 1e3)
+      << ",\"q27_blas_tok_s\":" << jnum(T / ((total27 - q27mm + b27) * 1e-6)) << "}";
+    g_report.bench.push_back(o.str());
+  }
   // ---- 35B-A3B geometry (40 layers: 30 GatedDeltaNet, 10 attention), hidden 2048, 256 experts top-8
   const double p_x35 = bench_prepare(dev, T, 2048);
   const double h_qkv = bench_qgemm(dev, "35B in_proj_qkv", 8192, 2048, 4, T);
@@ -863,6 +1045,7 @@ int main(int argc, char** argv) {
     };
     if (!only_bench) {
       phase("qgemm", [&] { check_qgemm(dev, quick); });
+      phase("blas", [&] { check_blas(dev, quick); });
       phase("moe", [&] {
         check_moe(dev, 8, 64, 128, 17, 2, 4, 4001, 1);
         check_moe(dev, 64, 1024, 2048, 512, 8, 4, 4002, 1);

@@ -15,6 +15,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm_dequant.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
@@ -34,13 +35,6 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ uint32_t lop_and_or(uint32_t x, uint32_t m, uint32_t c) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(x), "r"(m), "r"(c));  // (x & m) | c
-  return r;
-}
-__device__ __forceinline__ uint32_t bf2_u32(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
-__device__ __forceinline__ __nv_bfloat162 u32_bf2(uint32_t v) { return *reinterpret_cast<__nv_bfloat162*>(&v); }
 
 // byte offset of (row, 16-byte chunk c) in a [rows][64] bf16 swizzled tile
 __device__ __forceinline__ uint32_t swz(int row, int c) { return static_cast<uint32_t>(row * 128 + ((c ^ (row & 7)) << 4)); }
@@ -81,19 +75,10 @@ __device__ __forceinline__ void dequant_store(const uint8_t* raw, uint8_t* wtile
   if constexpr (BITS == 4) {
     const uint4 w = *reinterpret_cast<const uint4*>(raw);
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-    const __nv_bfloat162 s2 = u32_bf2(s_raw | (s_raw << 16));
-    const __nv_bfloat162 b2 = u32_bf2(b_raw | (b_raw << 16));
-    const __nv_bfloat162 one2 = u32_bf2(0x3F803F80u), m128 = u32_bf2(0xC300C300u);  // 1, -128
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       uint32_t o[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        // codes j and j+4 of this word -> bf16 (128 + q) pair -> q exactly -> fma(q, s, b), one rounding
-        const uint32_t t = lop_and_or(ws[i] >> (4 * j), 0x000F000Fu, 0x43004300u);
-        const __nv_bfloat162 q = __hfma2(u32_bf2(t), one2, m128);
-        o[j] = bf2_u32(__hfma2(q, s2, b2));
-      }
+      dq::q4_word(ws[i], s_raw, b_raw, o);
       *reinterpret_cast<uint4*>(wtile + swz(row, half * 4 + i)) = make_uint4(o[0], o[1], o[2], o[3]);
     }
   } else {
@@ -104,12 +89,7 @@ __device__ __forceinline__ void dequant_store(const uint8_t* raw, uint8_t* wtile
 #pragma unroll
     for (int i = 0; i < 4; ++i) {  // 8 codes = words 2i (codes 0..3) and 2i+1 (codes 4..7)
       uint32_t o[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float qa = __uint_as_float(__byte_perm(ws[2 * i], 0x4B000000u, 0x7440u + j)) - 8388608.0f;
-        const float qb = __uint_as_float(__byte_perm(ws[2 * i + 1], 0x4B000000u, 0x7440u + j)) - 8388608.0f;
-        o[j] = bf2_u32(__floats2bfloat162_rn(__fmaf_rn(qa, s, b), __fmaf_rn(qb, s, b)));
-      }
+      dq::q8_words(ws[2 * i], ws[2 * i + 1], s, b, o);
       *reinterpret_cast<uint4*>(wtile + swz(row, half * 4 + i)) = make_uint4(o[0], o[1], o[2], o[3]);
     }
   }
@@ -364,10 +344,10 @@ __global__ void prepare_x_kernel(const float* __restrict__ x, const int32_t* __r
   const float4* s = reinterpret_cast<const float4*>(x + src_row * ldx + c * 8);
   const float4 a = s[0], b = s[1];
   uint4 o;
-  o.x = bf2_u32(__floats2bfloat162_rn(a.x, b.x));
-  o.y = bf2_u32(__floats2bfloat162_rn(a.y, b.y));
-  o.z = bf2_u32(__floats2bfloat162_rn(a.z, b.z));
-  o.w = bf2_u32(__floats2bfloat162_rn(a.w, b.w));
+  o.x = dq::bf2_u32(__floats2bfloat162_rn(a.x, b.x));
+  o.y = dq::bf2_u32(__floats2bfloat162_rn(a.y, b.y));
+  o.z = dq::bf2_u32(__floats2bfloat162_rn(a.z, b.z));
+  o.w = dq::bf2_u32(__floats2bfloat162_rn(a.w, b.w));
   reinterpret_cast<uint4*>(xq + p * K)[c] = o;
 }
 

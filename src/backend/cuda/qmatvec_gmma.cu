@@ -378,12 +378,16 @@ int q4gm_splits(int64_t rows, int64_t cols, int sms) {
   return S;
 }
 
-bool q4gm_batches() {
-  static const bool v = [] {
+GmShape q4gm_shape() {
+  static const GmShape v = [] {
     const char* e = std::getenv("MERE_CUDA_GM");
-    if (e == nullptr || *e == 0 || std::string_view(e) == "ring") return false;
-    MERE_CHECK(std::string_view(e) == "db", "MERE_CUDA_GM", "expected ring or db, got '", e, "'");
-    return true;
+    const std::string_view s = e == nullptr ? std::string_view() : std::string_view(e);
+    if (s.empty() || s == "ring") return GmShape{false, 0};
+    if (s == "ring2") return GmShape{false, 2};
+    if (s == "ring4") return GmShape{false, 4};
+    if (s == "db") return GmShape{true, 0};
+    MERE_CHECK(false, "MERE_CUDA_GM", "expected ring, ring2, ring4 or db, got '", s, "'");
+    return GmShape{};
   }();
   return v;
 }

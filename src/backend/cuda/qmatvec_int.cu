@@ -196,7 +196,8 @@ QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
     c.integer = kGroupMma;
     c.rows_per_warp = 16;
     c.stages = 0;  // by T
-    c.unroll = q4gm_batches() ? 2 : 1;  // two batches (2) or a ring
+    c.unroll = q4gm_shape().db ? 2 : 1;  // two batches (2) or a ring
+    c.warps = q4gm_shape().groups;       // groups a step (0: by the variant)
     return c;
   }
   if (impl == IntImpl::Mma && T <= 4) {

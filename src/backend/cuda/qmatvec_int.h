@@ -56,9 +56,14 @@ void q4imma_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* w
 bool q4gm_available(int64_t T, const QMatvecConfig& cfg);
 int q4gm_splits(int64_t rows, int64_t cols, int sms);
 int q4gm_ring(int64_t T, const QMatvecConfig& cfg);
-// MERE_CUDA_GM=ring|db: the group-integer kernel's weights in flight as a ring (the default) or as two
-// batches (same bits; docs/cuda-kernels.md §1 "v9"). Read once per process; anything else throws.
-bool q4gm_batches();
+// MERE_CUDA_GM=ring|ring2|ring4|db: the group-integer kernel's weights in flight as a ring (the
+// default) or as two batches, with 1 (ring) / 2 (db) or the named number of groups a step (same bits;
+// docs/cuda-kernels.md §1 "v9"). Read once per process; anything else throws.
+struct GmShape {
+  bool db;     // two batches instead of a ring
+  int groups;  // groups a step (0: the variant's default)
+};
+GmShape q4gm_shape();
 void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                  const QMatvecConfig& cfg, int sms);
 void q4pipe_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int64_t T, int64_t cols,

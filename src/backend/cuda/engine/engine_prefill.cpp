@@ -8,7 +8,8 @@
 // logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
 // computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
 // in the GEMM): docs/cuda-kernels.md "Engine prefill v2". MERE_CUDA_PREFILL=exact keeps the exact
-// sliced path for every width.
+// sliced path for every width; =blas runs the dense projections as whole-matrix dequantisation +
+// cuBLASLt (gemm_blas.h, the same bf16 operands), =gemm on qgemm.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/gdn_prefill.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_blas.h"
 
 namespace mere::cuda {
 
@@ -36,14 +38,21 @@ struct CudaEngine::Prefill {
   float *qg, *kk, *vv, *q, *att, *aws;
   float *f1, *f2, *rlog, *rw, *eg, *eu, *ey, *sh, *sg;
   int32_t *ridx, *offsets, *row_token, *pair_row, *ids, *pos;
+  std::unique_ptr<BlasGemm> blas;  // MERE_CUDA_PREFILL=blas: dense projections through cuBLASLt
 };
 
-bool CudaEngine::prefill_gemm_enabled() {
+namespace {
+enum class PrefillMode { Gemm, Blas, Exact };
+PrefillMode prefill_mode() {
   const char* e = std::getenv("MERE_CUDA_PREFILL");
-  if (!e || !*e || std::strcmp(e, "gemm") == 0) return true;
-  MERE_CHECK(std::strcmp(e, "exact") == 0, "cuda engine", "MERE_CUDA_PREFILL: expected gemm or exact, got ", e);
-  return false;
+  if (!e || !*e || std::strcmp(e, "gemm") == 0) return PrefillMode::Gemm;
+  if (std::strcmp(e, "blas") == 0) return PrefillMode::Blas;
+  MERE_CHECK(std::strcmp(e, "exact") == 0, "cuda engine", "MERE_CUDA_PREFILL: expected gemm, blas or exact, got ", e);
+  return PrefillMode::Exact;
 }
+}  // namespace
+
+bool CudaEngine::prefill_gemm_enabled() { return prefill_mode() != PrefillMode::Exact; }
 
 void CudaEngine::alloc_prefill() {
   if (pf_) return;
@@ -57,8 +66,10 @@ void CudaEngine::alloc_prefill() {
   const int64_t E = moe ? c.num_experts : 0, K = moe ? c.experts_per_tok : 0, Ie = moe ? c.moe_intermediate_size : 0;
   // qgemm split-K workspace and the prepared-X buffer: the largest any projection needs at R rows
   int64_t ws = 0, xq = std::max({R * H, R * vd, R * nh * hd, R * I, R * K * H, R * K * Ie});
+  int64_t max_weights = 0;  // the largest dense quantised projection (cuBLASLt path's bf16 scratch)
   auto consider = [&](const DMat& W) {
     if (!W.quantized() || W.count != 1) return;
+    max_weights = std::max(max_weights, W.rows * W.cols);
     for (int64_t t = kGemmRows; t <= R; t *= 2) ws = std::max(ws, qgemm_workspace_floats(dev_, W.qview(), t));
   };
   auto layer = [&](const DLayer& L) {
@@ -101,6 +112,7 @@ void CudaEngine::alloc_prefill() {
   p->generic_attn = generic_attn;
   p->ws_floats = ws;
   p->xq_elems = xq;
+  if (prefill_mode() == PrefillMode::Blas && max_weights > 0) p->blas = std::make_unique<BlasGemm>(dev_, max_weights);
   pf_ = std::move(p);
 }
 
@@ -120,6 +132,10 @@ void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*
       prepared = W->cols;
     }
     const QWeightView v = W->qview();
+    if (p.blas) {
+      p.blas->run(v, p.xq, T, y, W->rows);
+      continue;
+    }
     float* ws = qgemm_workspace_floats(dev_, v, T) <= p.ws_floats ? p.ws : nullptr;
     qgemm(dev_, v, p.xq, T, y, W->rows, ws);
   }
@@ -240,6 +256,8 @@ void CudaEngine::prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_
   }
 }
 
-size_t CudaEngine::prefill_scratch_bytes() const { return pf_ ? pf_->buf.bytes() : 0; }
+size_t CudaEngine::prefill_scratch_bytes() const {
+  return pf_ ? pf_->buf.bytes() + (pf_->blas ? pf_->blas->device_bytes() : 0) : 0;
+}
 
 }  // namespace mere::cuda

@@ -1,0 +1,197 @@
+// Prefill matmuls through cuBLASLt (gemm_blas.h): whole-matrix dequantisation to bf16, then one
+// cuBLASLt GEMM (bf16 operands, fp32 accumulation and output).
+#include "backend/cuda/gemm_blas.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm_dequant.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace mere::cuda {
+namespace {
+
+// MLX layout: one thread per (row, half group of 32 codes) -> 64 bytes of bf16.
+template <int BITS>
+__global__ void dequant_mlx_kernel(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ scales,
+                                   const uint16_t* __restrict__ biases, int64_t rows, int cols,
+                                   uint16_t* __restrict__ wq) {
+  pdl_begin();
+  const int halves = cols / 32, ng = cols / 64;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * halves) return;
+  const int64_t r = i / halves;
+  const int h = static_cast<int>(i - r * halves);
+  const uint32_t s_raw = scales[r * ng + h / 2], b_raw = biases[r * ng + h / 2];
+  uint4* out = reinterpret_cast<uint4*>(wq + r * cols + h * 32);
+  if constexpr (BITS == 4) {
+    const uint4 w = reinterpret_cast<const uint4*>(codes + r * (cols / 8))[h];
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      uint32_t o[4];
+      dq::q4_word(ws[k], s_raw, b_raw, o);
+      out[k] = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+  } else {
+    const uint4* src = reinterpret_cast<const uint4*>(codes + r * (cols / 4)) + 2 * h;
+    const uint4 wa = src[0], wb = src[1];
+    const uint32_t ws[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+    const float s = __uint_as_float(s_raw << 16), b = __uint_as_float(b_raw << 16);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      uint32_t o[4];
+      dq::q8_words(ws[2 * k], ws[2 * k + 1], s, b, o);
+      out[k] = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+  }
+}
+
+// Tiled 4-bit layout (qmatvec.h): one thread per (tile, group, lane (g, t)): words 2t, 2t+1 of the
+// group for rows 16*tile + g and + 8 -> 16 columns of each row. Padding rows (>= rows) are skipped.
+__global__ void dequant_tiled_kernel(const uint4* __restrict__ codes, const uint2* __restrict__ sb, int64_t rows,
+                                     int cols, uint16_t* __restrict__ wq) {
+  pdl_begin();
+  const int ng = cols / 64;
+  const int64_t tiles = (rows + 15) / 16;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= tiles * ng * 32) return;
+  const int lane = static_cast<int>(i & 31);
+  const int64_t blk = i >> 5, tile = blk / ng;
+  const int G = static_cast<int>(blk - tile * ng);
+  const int g = lane >> 2, t = lane & 3;
+  const uint4 w = codes[i];
+  const uint2 p = sb[blk * 8 + g];
+  const uint32_t wr[2][2] = {{w.x, w.y}, {w.z, w.w}};
+  const uint32_t sbr[2] = {p.x, p.y};
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t r = tile * 16 + g + 8 * half;
+    if (r >= rows) continue;
+    uint4* out = reinterpret_cast<uint4*>(wq + r * cols + G * 64 + t * 16);
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      uint32_t o[4];
+      dq::q4_word(wr[half][k], sbr[half] & 0xFFFFu, sbr[half] >> 16, o);
+      out[k] = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+  }
+}
+
+void lt_check(cublasStatus_t st, const char* what) {
+  MERE_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt", what, " failed: ", cublasLtGetStatusName(st), " (",
+             cublasLtGetStatusString(st), ")");
+}
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+}  // namespace
+
+void qgemm_dequant(CudaDevice& dev, const QWeightView& W, uint16_t* wq) {
+  MERE_CHECK(W.bits == 4 || W.bits == 8, "cuda qgemm_dequant", "bits: expected 4 or 8, got ", W.bits);
+  MERE_CHECK(W.cols > 0 && W.cols % 64 == 0 && W.cols < (int64_t{1} << 30), "cuda qgemm_dequant",
+             "cols: expected a positive multiple of 64, got ", W.cols);
+  MERE_CHECK(W.rows > 0 && W.rows < (int64_t{1} << 31), "cuda qgemm_dequant", "rows out of range, got ", W.rows);
+  MERE_CHECK(!W.tiled || W.bits == 4, "cuda qgemm_dequant", "tiled weights are 4-bit only, got ", W.bits);
+  MERE_CHECK((reinterpret_cast<uintptr_t>(W.codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(wq) & 15u) == 0,
+             "cuda qgemm_dequant", "codes and output must be 16-byte aligned");
+  DeviceGuard guard(dev.ordinal());
+  const int cols = static_cast<int>(W.cols);
+  if (W.tiled) {
+    const int64_t n = (W.rows + 15) / 16 * (W.cols / 64) * 32;
+    launch("qgemm dequant_tiled", dequant_tiled_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(),
+           reinterpret_cast<const uint4*>(W.codes), reinterpret_cast<const uint2*>(W.scales), W.rows, cols, wq);
+    return;
+  }
+  const int64_t n = W.rows * (W.cols / 32);
+  if (W.bits == 4)
+    launch("qgemm dequant_mlx4", dequant_mlx_kernel<4>, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(),
+           W.codes, W.scales, W.biases, W.rows, cols, wq);
+  else
+    launch("qgemm dequant_mlx8", dequant_mlx_kernel<8>, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(),
+           W.codes, W.scales, W.biases, W.rows, cols, wq);
+}
+
+struct BlasGemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t ws = 0;
+  ~Plan() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+BlasGemm::BlasGemm(CudaDevice& dev, int64_t max_weights) : dev_(dev), max_weights_(max_weights) {
+  MERE_CHECK(max_weights > 0, "cuda BlasGemm", "max_weights: expected > 0, got ", max_weights);
+  DeviceGuard guard(dev.ordinal());
+  cublasLtHandle_t h = nullptr;
+  lt_check(cublasLtCreate(&h), "cublasLtCreate");
+  handle_ = h;
+  scratch_ = dev.alloc(static_cast<size_t>(max_weights) * 2, "prefill bf16 weight scratch (cuBLASLt path)");
+  workspace_ = dev.alloc(kWorkspaceBytes, "cuBLASLt workspace");
+}
+
+BlasGemm::~BlasGemm() {
+  plans_.clear();
+  if (handle_) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
+}
+
+const BlasGemm::Plan& BlasGemm::plan(int64_t N, int64_t K, int64_t T, int64_t ldy) {
+  const Key key{N, K, T, ldy};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  auto p = std::make_unique<Plan>();
+  // Row-major Y[T, N] = X[T, K] · W[N, K]^T is column-major Y^T (N x T, ld ldy) = W_cm^T · X_cm with
+  // W_cm = W as K x N (ld K) transposed, X_cm = X as K x T (ld K): "TN", cuBLASLt's fastest form.
+  lt_check(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+  lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof(tA)), "set TRANSA");
+  lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof(tB)), "set TRANSB");
+  lt_check(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, static_cast<uint64_t>(K), static_cast<uint64_t>(N), K),
+           "layout A");
+  lt_check(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, static_cast<uint64_t>(K), static_cast<uint64_t>(T), K),
+           "layout B");
+  lt_check(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, static_cast<uint64_t>(N), static_cast<uint64_t>(T), ldy),
+           "layout C");
+  cublasLtMatmulPreference_t pref = nullptr;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  size_t ws = workspace_.bytes();
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+           "preference workspace");
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p->desc, p->a,
+                                                           p->b, p->c, p->c, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
+  MERE_CHECK(found > 0, "cuBLASLt", "no bf16 GEMM algorithm for Y[", T, ", ", N, "] = X[", T, ", ", K, "] W^T");
+  p->algo = res.algo;
+  p->ws = res.workspaceSize;
+  return *plans_.emplace(key, std::move(p)).first->second;
+}
+
+void BlasGemm::gemm(const uint16_t* wq, int64_t N, int64_t K, const uint16_t* xq, int64_t T, float* y, int64_t ldy) {
+  MERE_CHECK(N > 0 && K > 0 && T > 0 && ldy >= N, "cuda BlasGemm", "shape out of range: N = ", N, ", K = ", K,
+             ", T = ", T, ", ldy = ", ldy);
+  DeviceGuard guard(dev_.ordinal());
+  const Plan& p = plan(N, K, T, ldy);
+  const float one = 1.0f, zero = 0.0f;
+  lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &one, wq, p.a, xq, p.b, &zero, y, p.c, y,
+                          p.c, &p.algo, workspace_.get(), p.ws, dev_.stream()),
+           "cublasLtMatmul");
+}
+
+void BlasGemm::run(const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy) {
+  MERE_CHECK(W.rows * W.cols <= max_weights_, "cuda BlasGemm", "matrix [", W.rows, ", ", W.cols,
+             "] exceeds the bf16 scratch of ", max_weights_, " weights");
+  qgemm_dequant(dev_, W, scratch_.as<uint16_t>());
+  gemm(scratch_.as<uint16_t>(), W.rows, W.cols, xq, T, y, ldy);
+}
+
+}  // namespace mere::cuda
