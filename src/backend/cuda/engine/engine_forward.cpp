@@ -100,8 +100,13 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
   const int64_t Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim, kd = Hk * Dk, vd = Hv * Dv;
   cudaStream_t s = dev_.stream();
   linear_shared({{&g.qkv, raw_}, {&g.z, z_}, {&g.b, gb_}, {&g.a, ga_}}, xn, T, xn_prepared);
-  k::conv_silu(s, st.conv(li), g.conv, raw_, T, C, K, mixed_);
-  k::gdn_prepare(s, mixed_, ga_, gb_, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, gq_, gk_, gv_, gg_, gbeta_);
+  if (fuse_ && k::conv_gdn_prepare_supported(Hk, Dk, Hv, Dv, K)) {  // one launch, the same bits
+    k::conv_gdn_prepare(s, st.conv(li), g.conv, raw_, T, K, ga_, gb_, g.neg_a, g.dt_bias, Hk, Dk, Hv, Dv, gq_, gk_,
+                        gv_, gg_, gbeta_);
+  } else {
+    k::conv_silu(s, st.conv(li), g.conv, raw_, T, C, K, mixed_);
+    k::gdn_prepare(s, mixed_, ga_, gb_, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, gq_, gk_, gv_, gg_, gbeta_);
+  }
   if (trace_row0 >= 0) {
     const CudaSeqState::TraceRows tr = st.trace(li);
     auto cp = [&](float* dst, const float* src, int64_t w) {
@@ -168,7 +173,8 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
 
 // With fusion (MERE_CUDA_FUSE, default on with the SIMT matvec): each norm also prepares the next
 // projections' input, the projections sharing it run as one launch, and the output projections add
-// into x in their epilogue; MERE_CUDA_FUSE=0 launches the unfused sequence. Same bits either way.
+// into x in their epilogue, and the GDN conv runs with the q/k/v/gate preparation (conv_gdn_prepare);
+// MERE_CUDA_FUSE=0 launches the unfused sequence. Same bits either way.
 void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
                                const int32_t* pos, int64_t trace_row0) {
   const int64_t H = cfg_.hidden_size;

@@ -12,21 +12,24 @@ namespace {
 constexpr int kMaxConvK = 8;
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+// One token of the causal conv of channel c (weights w[c*K .. c*K + K-1], history hist[0 .. K-2],
+// oldest first): SiLU of the dot product; then x joins the history. Shared by both conv kernels.
+__device__ __forceinline__ float conv_step(float (&hist)[kMaxConvK], const float* w, int c, int K, float x) {
+  float acc = 0.0f;
+  for (int j = 0; j < K - 1; ++j) acc = __fmaf_rn(w[c * K + j], hist[j], acc);
+  acc = __fmaf_rn(w[c * K + K - 1], x, acc);
+  for (int j = 0; j + 1 < K - 1; ++j) hist[j] = hist[j + 1];
+  if (K > 1) hist[K - 2] = x;
+  return silu(acc);
+}
+
 __global__ void conv_silu_kernel(float* state, const float* w, const float* raw, int T, int C, int K, float* out) {
   pdl_begin();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float hist[kMaxConvK];
   for (int j = 0; j < K - 1; ++j) hist[j] = state[static_cast<int64_t>(j) * C + c];
-  for (int t = 0; t < T; ++t) {
-    const float x = raw[static_cast<int64_t>(t) * C + c];
-    float acc = 0.0f;
-    for (int j = 0; j < K - 1; ++j) acc = __fmaf_rn(w[c * K + j], hist[j], acc);
-    acc = __fmaf_rn(w[c * K + K - 1], x, acc);
-    out[static_cast<int64_t>(t) * C + c] = silu(acc);
-    for (int j = 0; j + 1 < K - 1; ++j) hist[j] = hist[j + 1];
-    if (K > 1) hist[K - 2] = x;
-  }
+  for (int t = 0; t < T; ++t) out[static_cast<int64_t>(t) * C + c] = conv_step(hist, w, c, K, raw[static_cast<int64_t>(t) * C + c]);
   for (int j = 0; j < K - 1; ++j) state[static_cast<int64_t>(j) * C + c] = hist[j];
 }
 
@@ -74,6 +77,50 @@ __global__ void __launch_bounds__(kPrepThreads)
       g[i] = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
     }
   }
+}
+
+// conv_silu + gdn_prepare in one launch (decode; bitwise the two kernels): block b < 2 Hk owns the
+// Dk channels of q head b (k head b - Hk), block 2 Hk + h the Dv channels of v head h, the last block
+// the gates; thread i < D runs channel i's conv over the T tokens (so each conv-state entry has one
+// owner) and the q/k blocks l2-normalise each token's head with gdn_prepare's block_sum.
+__global__ void __launch_bounds__(kPrepThreads)
+    conv_gdn_prepare_kernel(float* state, const float* w, const float* raw, int T, int K, const float* a,
+                            const float* b, const float* neg_a, const float* dt_bias, int Hk, int Dk, int Hv, int Dv,
+                            float* q, float* k, float* v, float* g, float* beta) {
+  pdl_begin();
+  __shared__ float partial[kPrepThreads / 32];
+  const int blk = blockIdx.x, tid = threadIdx.x, kd = Hk * Dk, C = 2 * kd + Hv * Dv;
+  if (blk == 2 * Hk + Hv) {  // gates
+    for (int t = 0; t < T; ++t)
+      for (int h = tid; h < Hv; h += kPrepThreads) {
+        const int64_t i = static_cast<int64_t>(t) * Hv + h;
+        beta[i] = sigmoid(b[i]);
+        g[i] = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
+      }
+    return;
+  }
+  const bool qk = blk < 2 * Hk;
+  const int D = qk ? Dk : Dv, c = (qk ? blk * Dk : 2 * kd + (blk - 2 * Hk) * Dv) + tid;
+  const bool mine = tid < D;
+  float hist[kMaxConvK];
+  if (mine)
+    for (int j = 0; j < K - 1; ++j) hist[j] = state[static_cast<int64_t>(j) * C + c];
+  const float qscale = 1.0f / sqrtf(static_cast<float>(Dk));
+  for (int t = 0; t < T; ++t) {
+    const float y = mine ? conv_step(hist, w, c, K, raw[static_cast<int64_t>(t) * C + c]) : 0.0f;
+    if (qk) {  // block-uniform
+      const float r = 1.0f / sqrtf(__fadd_rn(block_sum(__fmaf_rn(y, y, 0.0f), partial), 1e-6f));
+      if (mine) {
+        const float n = __fmul_rn(y, r);
+        if (blk < Hk) q[static_cast<int64_t>(t) * kd + c] = __fmul_rn(n, qscale);
+        else k[static_cast<int64_t>(t) * kd + c - kd] = n;
+      }
+    } else if (mine) {
+      v[static_cast<int64_t>(t) * Hv * Dv + c - 2 * kd] = y;
+    }
+  }
+  if (mine)
+    for (int j = 0; j < K - 1; ++j) state[static_cast<int64_t>(j) * C + c] = hist[j];
 }
 
 __global__ void gdn_generic_kernel(float* S, const float* q, const float* k, const float* v, const float* g,
@@ -140,6 +187,22 @@ void gdn_prepare(cudaStream_t s, const float* mixed, const float* a, const float
   const int C = static_cast<int>(2 * Hk * Dk + Hv * Dv);
   launch("gdn_prepare_kernel", gdn_prepare_kernel, grid, kPrepThreads, 0, s, mixed, a, b, neg_a, dt_bias, C,
          static_cast<int>(Hk), static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta);
+}
+
+bool conv_gdn_prepare_supported(int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, int64_t K) {
+  return Dk >= 1 && Dk <= kPrepThreads && Dv >= 1 && Dv <= kPrepThreads && K >= 1 && K <= kMaxConvK && Hk >= 1 &&
+         Hv >= 1;
+}
+
+void conv_gdn_prepare(cudaStream_t s, float* state, const float* w, const float* raw, int64_t T, int64_t K,
+                      const float* a, const float* b, const float* neg_a, const float* dt_bias, int64_t Hk, int64_t Dk,
+                      int64_t Hv, int64_t Dv, float* q, float* k, float* v, float* g, float* beta) {
+  MERE_CHECK(conv_gdn_prepare_supported(Hk, Dk, Hv, Dv, K), "cuda conv_gdn_prepare",
+             "head widths and conv width out of range: expected Dk, Dv in 1..", kPrepThreads, " and K in 1..",
+             kMaxConvK, ", got Dk ", Dk, ", Dv ", Dv, ", K ", K);
+  launch("conv_gdn_prepare_kernel", conv_gdn_prepare_kernel, static_cast<unsigned>(2 * Hk + Hv + 1), kPrepThreads, 0,
+         s, state, w, raw, static_cast<int>(T), static_cast<int>(K), a, b, neg_a, dt_bias, static_cast<int>(Hk),
+         static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta);
 }
 
 void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,
