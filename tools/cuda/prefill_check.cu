@@ -390,7 +390,9 @@ void check_blas_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t col
     record_bool(name + " writes no row >= T", untouched, "row T still NaN");
     qgemm(dev, dq.view, dxq.as<uint16_t>(), T, dyq.as<float>(), rows, ws.as<float>());
     const auto yq = from_device<float>(dev, dyq, static_cast<size_t>(T * rows));
-    record(name + " vs qgemm (same bf16 operands)", compare(got_all.data(), yq.data(), yq.size(), 1e-5, 1e-5), 1e-9);
+    // fp32 sums of the same products in another order (and qgemm's split-K): ~1e-10 NMSE at K = 17408;
+    // a wrong column order or dequantised value would be ~1
+    record(name + " vs qgemm (same bf16 operands)", compare(got_all.data(), yq.data(), yq.size(), 1e-3, 1e-3), 1e-8);
   }
 }
 

@@ -13,71 +13,47 @@
 namespace mere::cuda {
 namespace {
 
-// MLX layout: one thread per (row, half group of 32 codes) -> 64 bytes of bf16.
+// MLX layout: one thread per 8 codes (4-bit: one u32 word; 8-bit: two) -> 16 bytes of bf16, so a
+// warp reads 128 (256) contiguous bytes and writes 512 (v1 took 32 codes a thread and wrote 64-byte
+// strided pieces: 53% of the copy bandwidth on the H100, docs/cuda-kernels.md "prefill v4").
 template <int BITS>
 __global__ void dequant_mlx_kernel(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ scales,
-                                   const uint16_t* __restrict__ biases, int64_t rows, int cols,
-                                   uint16_t* __restrict__ wq) {
+                                   const uint16_t* __restrict__ biases, int64_t n8, uint16_t* __restrict__ wq) {
   pdl_begin();
-  const int halves = cols / 32, ng = cols / 64;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * halves) return;
-  const int64_t r = i / halves;
-  const int h = static_cast<int>(i - r * halves);
-  const uint32_t s_raw = scales[r * ng + h / 2], b_raw = biases[r * ng + h / 2];
-  uint4* out = reinterpret_cast<uint4*>(wq + r * cols + h * 32);
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // 8-code unit
+  if (i >= n8) return;
+  const int64_t col = i * 8;         // flat element index of the unit's first code
+  const int64_t grp = col >> 6;      // flat group index = row * (cols / 64) + group (cols % 64 == 0)
+  const uint32_t s_raw = scales[grp], b_raw = biases[grp];
+  uint32_t o[4];
   if constexpr (BITS == 4) {
-    const uint4 w = reinterpret_cast<const uint4*>(codes + r * (cols / 8))[h];
-    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      uint32_t o[4];
-      dq::q4_word(ws[k], s_raw, b_raw, o);
-      out[k] = make_uint4(o[0], o[1], o[2], o[3]);
-    }
+    dq::q4_word(codes[i], s_raw, b_raw, o);
   } else {
-    const uint4* src = reinterpret_cast<const uint4*>(codes + r * (cols / 4)) + 2 * h;
-    const uint4 wa = src[0], wb = src[1];
-    const uint32_t ws[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
-    const float s = __uint_as_float(s_raw << 16), b = __uint_as_float(b_raw << 16);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      uint32_t o[4];
-      dq::q8_words(ws[2 * k], ws[2 * k + 1], s, b, o);
-      out[k] = make_uint4(o[0], o[1], o[2], o[3]);
-    }
+    const uint2 w = reinterpret_cast<const uint2*>(codes)[i];
+    dq::q8_words(w.x, w.y, __uint_as_float(s_raw << 16), __uint_as_float(b_raw << 16), o);
   }
+  reinterpret_cast<uint4*>(wq)[i] = make_uint4(o[0], o[1], o[2], o[3]);
 }
 
-// Tiled 4-bit layout (qmatvec.h): one thread per (tile, group, lane (g, t)): words 2t, 2t+1 of the
-// group for rows 16*tile + g and + 8 -> 16 columns of each row. Padding rows (>= rows) are skipped.
-__global__ void dequant_tiled_kernel(const uint4* __restrict__ codes, const uint2* __restrict__ sb, int64_t rows,
-                                     int cols, uint16_t* __restrict__ wq) {
+// Tiled 4-bit layout (qmatvec.h): one thread per u32 of the codes array. Word k of lane (g, t) of
+// block (tile, group) is word 2t + (k & 1) of the group of row 16 tile + g + 8 (k >> 1) -> 8
+// columns of that row. Padding rows (>= rows) are skipped.
+__global__ void dequant_tiled_kernel(const uint32_t* __restrict__ codes, const uint32_t* __restrict__ sb,
+                                     int64_t rows, int cols, int64_t nwords, uint16_t* __restrict__ wq) {
   pdl_begin();
-  const int ng = cols / 64;
-  const int64_t tiles = (rows + 15) / 16;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= tiles * ng * 32) return;
-  const int lane = static_cast<int>(i & 31);
-  const int64_t blk = i >> 5, tile = blk / ng;
+  if (i >= nwords) return;
+  const int ng = cols / 64;
+  const int k = static_cast<int>(i & 3), lane = static_cast<int>((i >> 2) & 31);
+  const int64_t blk = i >> 7, tile = blk / ng;
   const int G = static_cast<int>(blk - tile * ng);
-  const int g = lane >> 2, t = lane & 3;
-  const uint4 w = codes[i];
-  const uint2 p = sb[blk * 8 + g];
-  const uint32_t wr[2][2] = {{w.x, w.y}, {w.z, w.w}};
-  const uint32_t sbr[2] = {p.x, p.y};
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int64_t r = tile * 16 + g + 8 * half;
-    if (r >= rows) continue;
-    uint4* out = reinterpret_cast<uint4*>(wq + r * cols + G * 64 + t * 16);
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      uint32_t o[4];
-      dq::q4_word(wr[half][k], sbr[half] & 0xFFFFu, sbr[half] >> 16, o);
-      out[k] = make_uint4(o[0], o[1], o[2], o[3]);
-    }
-  }
+  const int g = lane >> 2, t = lane & 3, half = k >> 1;
+  const int64_t r = tile * 16 + g + 8 * half;
+  if (r >= rows) return;
+  const uint32_t p = sb[(blk * 8 + g) * 2 + half];  // {scale | bias << 16} of row r
+  uint32_t o[4];
+  dq::q4_word(codes[i], p & 0xFFFFu, p >> 16, o);
+  reinterpret_cast<uint4*>(wq + r * cols + G * 64 + (2 * t + (k & 1)) * 8)[0] = make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 void lt_check(cublasStatus_t st, const char* what) {
@@ -100,18 +76,18 @@ void qgemm_dequant(CudaDevice& dev, const QWeightView& W, uint16_t* wq) {
   DeviceGuard guard(dev.ordinal());
   const int cols = static_cast<int>(W.cols);
   if (W.tiled) {
-    const int64_t n = (W.rows + 15) / 16 * (W.cols / 64) * 32;
+    const int64_t n = (W.rows + 15) / 16 * (W.cols / 64) * 128;  // u32 words of the tiled codes
     launch("qgemm dequant_tiled", dequant_tiled_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(),
-           reinterpret_cast<const uint4*>(W.codes), reinterpret_cast<const uint2*>(W.scales), W.rows, cols, wq);
+           W.codes, reinterpret_cast<const uint32_t*>(W.scales), W.rows, cols, n, wq);
     return;
   }
-  const int64_t n = W.rows * (W.cols / 32);
+  const int64_t n = W.rows * (W.cols / 8);
   if (W.bits == 4)
     launch("qgemm dequant_mlx4", dequant_mlx_kernel<4>, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(),
-           W.codes, W.scales, W.biases, W.rows, cols, wq);
+           W.codes, W.scales, W.biases, n, wq);
   else
     launch("qgemm dequant_mlx8", dequant_mlx_kernel<8>, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(),
-           W.codes, W.scales, W.biases, W.rows, cols, wq);
+           W.codes, W.scales, W.biases, n, wq);
 }
 
 struct BlasGemm::Plan {

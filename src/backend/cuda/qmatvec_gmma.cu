@@ -386,7 +386,8 @@ GmShape q4gm_shape() {
     if (s == "ring2") return GmShape{false, 2};
     if (s == "ring4") return GmShape{false, 4};
     if (s == "db") return GmShape{true, 0};
-    MERE_CHECK(false, "MERE_CUDA_GM", "expected ring, ring2, ring4 or db, got '", s, "'");
+    if (s == "db4") return GmShape{true, 4};
+    MERE_CHECK(false, "MERE_CUDA_GM", "expected ring, ring2, ring4, db or db4, got '", s, "'");
     return GmShape{};
   }();
   return v;
@@ -395,13 +396,15 @@ GmShape q4gm_shape() {
 int q4gm_ring(int64_t T, const QMatvecConfig& cfg) {
   if (cfg.stages > 0) return cfg.stages;
   if (db_of(cfg)) return T <= 8 ? 4 : 2;  // two batches of 4 groups (2 at T = 9)
-  // the deepest register ring without spills (ptxas, 128 registers at 2 blocks an SM): 6 groups, 4 at T = 9
+  // the deepest register rings without spills (ptxas, 128 registers at 2 blocks an SM) that G divides:
+  // 6 groups (G = 1, 2), 8 (G = 4); 4 at T = 9
+  if (step_of(cfg) == 4) return T <= 8 ? 8 : 4;
   return T <= 8 ? 6 : 4;
 }
 
 bool q4gm_available(int64_t T, const QMatvecConfig& cfg) {
   return T >= 1 && T <= kMaxSkinnyRows && cfg.rows_per_warp == 16 && cfg.warps >= 0 && cfg.warps <= 4 &&
-         find_gm(q4gm_ring(T, cfg), step_of(cfg), db_of(cfg)) != nullptr;
+         find_gm(q4gm_ring(T, cfg), std::min(step_of(cfg), q4gm_ring(T, cfg)), db_of(cfg)) != nullptr;
 }
 
 void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
@@ -424,6 +427,7 @@ void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws,
                       static_cast<int>(W.rows), static_cast<int>(units), S, outs[i].accumulate ? 1 : 0};
   }
   const int P = q4gm_ring(T, cfg);
+  G = std::min(G, P);  // two batches of 2 at T = 9
   const GmVariant* v = find_gm(P, G, db_of(cfg));
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", P,
              " with ", G, " groups a step");

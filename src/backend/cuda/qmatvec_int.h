@@ -56,7 +56,7 @@ void q4imma_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* w
 bool q4gm_available(int64_t T, const QMatvecConfig& cfg);
 int q4gm_splits(int64_t rows, int64_t cols, int sms);
 int q4gm_ring(int64_t T, const QMatvecConfig& cfg);
-// MERE_CUDA_GM=ring|ring2|ring4|db: the group-integer kernel's weights in flight as a ring (the
+// MERE_CUDA_GM=ring|ring2|ring4|db|db4: the group-integer kernel's weights in flight as a ring (the
 // default) or as two batches, with 1 (ring) / 2 (db) or the named number of groups a step (same bits;
 // docs/cuda-kernels.md §1 "v9"). Read once per process; anything else throws.
 struct GmShape {

@@ -1,15 +1,15 @@
 // CudaEngine prefill (T >= kGemmRows, untraced calls): the whole model over up to kPrefillChunk rows
 // a pass on the tensor-core kernels of docs/cuda-kernels.md §5 — every MLX 4/8-bit g64 projection as
-// one qgemm over all rows (X rounded to bf16 once per input, shared by the projections of that
-// input), MoE experts through moe_sort_pairs + qgemm_grouped + moe_combine, a row-parallel conv,
-// GatedDeltaNet through gdn_prefill (128-wide heads; the engine's generic recurrent kernel
+// one GEMM over all rows (cuBLASLt on the dequantised matrix, or qgemm; X rounded to bf16 once per
+// input, shared by the projections of that input), MoE experts through moe_sort_pairs +
+// qgemm_grouped + moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide heads; the engine's generic recurrent kernel
 // otherwise), attention through attention_prefill (head_dim 256; the engine's split kernel
 // otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
 // logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
 // computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
 // in the GEMM): docs/cuda-kernels.md "Engine prefill v2". MERE_CUDA_PREFILL=exact keeps the exact
-// sliced path for every width; =blas runs the dense projections as whole-matrix dequantisation +
-// cuBLASLt (gemm_blas.h, the same bf16 operands), =gemm on qgemm.
+// sliced path for every width; the dense projections run as whole-matrix dequantisation + cuBLASLt
+// (gemm_blas.h, the same bf16 operands; the default, =blas) or on qgemm (=gemm).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -45,8 +45,8 @@ namespace {
 enum class PrefillMode { Gemm, Blas, Exact };
 PrefillMode prefill_mode() {
   const char* e = std::getenv("MERE_CUDA_PREFILL");
-  if (!e || !*e || std::strcmp(e, "gemm") == 0) return PrefillMode::Gemm;
-  if (std::strcmp(e, "blas") == 0) return PrefillMode::Blas;
+  if (!e || !*e || std::strcmp(e, "blas") == 0) return PrefillMode::Blas;
+  if (std::strcmp(e, "gemm") == 0) return PrefillMode::Gemm;
   MERE_CHECK(std::strcmp(e, "exact") == 0, "cuda engine", "MERE_CUDA_PREFILL: expected gemm, blas or exact, got ", e);
   return PrefillMode::Exact;
 }
