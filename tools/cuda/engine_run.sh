@@ -15,6 +15,7 @@
 #   ab27 / ab35  decode of env variants AB="A=1 B=2;A=0" (';' between them), alternating, twice each
 #   fab27 / fab35  decode with fusion (default) vs MERE_CUDA_FUSE=0 at the 27B / 35B-A3B geometry
 #            (512-token prompt, 128 generated, 3 reps each, alternating order)
+#   ncupf27  ncu per-kernel times of one 512-token prefill pass at the 27B geometry
 #   sass / pattern / ncusrc  SASS of a kernel (SASS_RE), the access-pattern benchmark, ncu of one
 #            launch with per-instruction stall samples (NCU_K, NCU_MV)
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
@@ -153,6 +154,11 @@ PY
         done
       done 2>&1 | tee -a "$OUT/ab.log"
       [ $stage = ab35 ] && rm -rf $d ;;
+    ncupf27)  # ncu per-kernel times of one 512-token prefill pass at the 27B geometry (first forward)
+      synth27
+      MERE_CUDA_GRAPH=0 timeout 240 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 2500 \
+        $B/mere.run bench --model $D27 --backend cuda --prompt-tokens 512 --gen-tokens 1 --reps 1 >"$OUT/ncu-pf27.csv" 2>/dev/null
+      python3 tools/cuda/ncu_summary.py "$OUT/ncu-pf27.csv" --first | tee "$OUT/ncu-pf27-summary.txt" ;;
     sass)  # SASS of the kernels whose mangled name matches SASS_RE (default: the T=1 group-integer matvec)
       re=${SASS_RE:-qmatvec_gmma_kernelILi1ELi6E}
       cuobjdump -sass $B/mere_cuda_check | awk -v re="$re" '/Function : /{f=($0 ~ re)} f' >"$OUT/sass.txt"

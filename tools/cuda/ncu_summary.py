@@ -1,8 +1,10 @@
-"""Per-kernel time of one decode step from `ncu --csv --metrics gpu__time_duration.sum` output: the first
-forward of a 1-token bench run (embedding .. lm_head), grouped by kernel name, sorted by time."""
+"""Per-kernel time of one forward from `ncu --csv --metrics gpu__time_duration.sum` output, grouped by
+kernel name, sorted by time: the decode step of a 1-token bench run (second embedding .. argmax), or
+with --first the first forward (a bench run's prefill: first embedding .. argmax)."""
 import collections, csv, re, sys
 
 rows = []
+first = "--first" in sys.argv[2:]
 with open(sys.argv[1]) as f:
     lines = [l for l in f if l.startswith('"')]
 for r in csv.DictReader(lines):
@@ -15,7 +17,7 @@ for r in csv.DictReader(lines):
     rows.append((m.group(1) if m else r["Kernel Name"][:40], v))
 # the decode step: from the second embed_kernel (the first is the 1-token prefill) to the argmax
 embeds = [i for i, (n, _) in enumerate(rows) if n.startswith("embed")]
-start = embeds[1] if len(embeds) > 1 else 0
+start = embeds[0] if first and embeds else (embeds[1] if len(embeds) > 1 else 0)
 end = next((i + 1 for i, (n, _) in enumerate(rows) if i >= start and n.startswith("argmax")), len(rows))
 step = rows[start:end]
 agg = collections.defaultdict(lambda: [0, 0.0])
@@ -23,6 +25,6 @@ for n, v in step:
     agg[n][0] += 1
     agg[n][1] += v
 total = sum(v for _, v in step)
-print("one decode step (T=1, no graph): %d kernels, %.1f us of kernel time" % (len(step), total))
+print("%s (no graph): %d kernels, %.1f us of kernel time" % ("first forward" if first else "one decode step (T=1)", len(step), total))
 for n, (c, v) in sorted(agg.items(), key=lambda x: -x[1][1]):
     print("  %-40s %5d launches %9.1f us  %5.1f%%" % (n, c, v, 100 * v / total if total else 0))

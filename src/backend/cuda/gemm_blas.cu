@@ -66,6 +66,11 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 }  // namespace
 
 void qgemm_dequant(CudaDevice& dev, const QWeightView& W, uint16_t* wq) {
+  DeviceGuard guard(dev.ordinal());
+  qgemm_dequant_on(dev.stream(), W, wq);
+}
+
+void qgemm_dequant_on(cudaStream_t stream, const QWeightView& W, uint16_t* wq) {
   MERE_CHECK(W.bits == 4 || W.bits == 8, "cuda qgemm_dequant", "bits: expected 4 or 8, got ", W.bits);
   MERE_CHECK(W.cols > 0 && W.cols % 64 == 0 && W.cols < (int64_t{1} << 30), "cuda qgemm_dequant",
              "cols: expected a positive multiple of 64, got ", W.cols);
@@ -73,20 +78,19 @@ void qgemm_dequant(CudaDevice& dev, const QWeightView& W, uint16_t* wq) {
   MERE_CHECK(!W.tiled || W.bits == 4, "cuda qgemm_dequant", "tiled weights are 4-bit only, got ", W.bits);
   MERE_CHECK((reinterpret_cast<uintptr_t>(W.codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(wq) & 15u) == 0,
              "cuda qgemm_dequant", "codes and output must be 16-byte aligned");
-  DeviceGuard guard(dev.ordinal());
   const int cols = static_cast<int>(W.cols);
   if (W.tiled) {
     const int64_t n = (W.rows + 15) / 16 * (W.cols / 64) * 128;  // u32 words of the tiled codes
-    launch("qgemm dequant_tiled", dequant_tiled_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(),
+    launch("qgemm dequant_tiled", dequant_tiled_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream,
            W.codes, reinterpret_cast<const uint32_t*>(W.scales), W.rows, cols, n, wq);
     return;
   }
   const int64_t n = W.rows * (W.cols / 8);
   if (W.bits == 4)
-    launch("qgemm dequant_mlx4", dequant_mlx_kernel<4>, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(),
+    launch("qgemm dequant_mlx4", dequant_mlx_kernel<4>, static_cast<unsigned>((n + 255) / 256), 256, 0, stream,
            W.codes, W.scales, W.biases, n, wq);
   else
-    launch("qgemm dequant_mlx8", dequant_mlx_kernel<8>, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(),
+    launch("qgemm dequant_mlx8", dequant_mlx_kernel<8>, static_cast<unsigned>((n + 255) / 256), 256, 0, stream,
            W.codes, W.scales, W.biases, n, wq);
 }
 
@@ -103,17 +107,35 @@ struct BlasGemm::Plan {
   }
 };
 
-BlasGemm::BlasGemm(CudaDevice& dev, int64_t max_weights) : dev_(dev), max_weights_(max_weights) {
+BlasGemm::BlasGemm(CudaDevice& dev, int64_t max_weights, int overlap_sms)
+    : dev_(dev), max_weights_(max_weights), overlap_sms_(overlap_sms) {
   MERE_CHECK(max_weights > 0, "cuda BlasGemm", "max_weights: expected > 0, got ", max_weights);
+  MERE_CHECK(overlap_sms >= 0 && overlap_sms < dev.sm_count(), "cuda BlasGemm", "overlap_sms: expected 0..",
+             dev.sm_count() - 1, ", got ", overlap_sms);
   DeviceGuard guard(dev.ordinal());
   cublasLtHandle_t h = nullptr;
   lt_check(cublasLtCreate(&h), "cublasLtCreate");
   handle_ = h;
-  scratch_ = dev.alloc(static_cast<size_t>(max_weights) * 2, "prefill bf16 weight scratch (cuBLASLt path)");
+  for (int b = 0; b < (overlap_sms > 0 ? 2 : 1); ++b)
+    scratch_[b] = dev.alloc(static_cast<size_t>(max_weights) * 2, "prefill bf16 weight scratch (cuBLASLt path)");
   workspace_ = dev.alloc(kWorkspaceBytes, "cuBLASLt workspace");
+  if (overlap_sms > 0) {
+    MERE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    for (int b = 0; b < 2; ++b) {
+      MERE_CUDA_CHECK(cudaEventCreateWithFlags(&ready_[b], cudaEventDisableTiming));
+      MERE_CUDA_CHECK(cudaEventCreateWithFlags(&free_[b], cudaEventDisableTiming));
+    }
+  }
 }
 
 BlasGemm::~BlasGemm() {
+  DeviceGuard guard(dev_.ordinal());
+  if (side_) cudaStreamSynchronize(side_);
+  for (int b = 0; b < 2; ++b) {
+    if (ready_[b]) cudaEventDestroy(ready_[b]);
+    if (free_[b]) cudaEventDestroy(free_[b]);
+  }
+  if (side_) cudaStreamDestroy(side_);
   plans_.clear();
   if (handle_) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
 }
@@ -129,6 +151,11 @@ const BlasGemm::Plan& BlasGemm::plan(int64_t N, int64_t K, int64_t T, int64_t ld
   const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
   lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof(tA)), "set TRANSA");
   lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof(tB)), "set TRANSB");
+  if (overlap_sms_ > 0) {  // leave SMs to the side stream's dequantisation
+    const int32_t sms = dev_.sm_count() - overlap_sms_;
+    lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)),
+             "set SM_COUNT_TARGET");
+  }
   lt_check(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, static_cast<uint64_t>(K), static_cast<uint64_t>(N), K),
            "layout A");
   lt_check(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, static_cast<uint64_t>(K), static_cast<uint64_t>(T), K),
@@ -152,10 +179,10 @@ const BlasGemm::Plan& BlasGemm::plan(int64_t N, int64_t K, int64_t T, int64_t ld
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
-void BlasGemm::gemm(const uint16_t* wq, int64_t N, int64_t K, const uint16_t* xq, int64_t T, float* y, int64_t ldy) {
+void BlasGemm::gemm_on(const uint16_t* wq, int64_t N, int64_t K, const uint16_t* xq, int64_t T, float* y,
+                       int64_t ldy) {
   MERE_CHECK(N > 0 && K > 0 && T > 0 && ldy >= N, "cuda BlasGemm", "shape out of range: N = ", N, ", K = ", K,
              ", T = ", T, ", ldy = ", ldy);
-  DeviceGuard guard(dev_.ordinal());
   const Plan& p = plan(N, K, T, ldy);
   const float one = 1.0f, zero = 0.0f;
   lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &one, wq, p.a, xq, p.b, &zero, y, p.c, y,
@@ -163,11 +190,48 @@ void BlasGemm::gemm(const uint16_t* wq, int64_t N, int64_t K, const uint16_t* xq
            "cublasLtMatmul");
 }
 
+void BlasGemm::gemm(const uint16_t* wq, int64_t N, int64_t K, const uint16_t* xq, int64_t T, float* y, int64_t ldy) {
+  DeviceGuard guard(dev_.ordinal());
+  gemm_on(wq, N, K, xq, T, y, ldy);
+}
+
 void BlasGemm::run(const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy) {
   MERE_CHECK(W.rows * W.cols <= max_weights_, "cuda BlasGemm", "matrix [", W.rows, ", ", W.cols,
              "] exceeds the bf16 scratch of ", max_weights_, " weights");
-  qgemm_dequant(dev_, W, scratch_.as<uint16_t>());
-  gemm(scratch_.as<uint16_t>(), W.rows, W.cols, xq, T, y, ldy);
+  DeviceGuard guard(dev_.ordinal());
+  if (overlap_sms_ == 0) {
+    qgemm_dequant(dev_, W, scratch_[0].as<uint16_t>());
+    gemm_on(scratch_[0].as<uint16_t>(), W.rows, W.cols, xq, T, y, ldy);
+    return;
+  }
+  cudaStream_t s = dev_.stream();
+  // where this matrix is in the learned order (relearn from here when the order changed)
+  const size_t i = pos_++;
+  const bool known = i < order_.size() && order_[i].codes == W.codes && order_[i].rows == W.rows &&
+                     order_[i].cols == W.cols;
+  if (!known) {
+    order_.resize(std::min(order_.size(), i));
+    order_.push_back(W);
+  }
+  const int b = static_cast<int>(i & 1);
+  uint16_t* wq = scratch_[b].as<uint16_t>();
+  if (known && prefetched_ == static_cast<int64_t>(i)) {
+    MERE_CUDA_CHECK(cudaStreamWaitEvent(s, ready_[b], 0));  // dequantised ahead on the side stream
+  } else {
+    MERE_CUDA_CHECK(cudaStreamWaitEvent(s, ready_[b], 0));  // a stale prefetch may still write scratch b
+    qgemm_dequant(dev_, W, wq);
+  }
+  prefetched_ = -1;
+  gemm_on(wq, W.rows, W.cols, xq, T, y, ldy);
+  MERE_CUDA_CHECK(cudaEventRecord(free_[b], s));
+  if (i + 1 < order_.size()) {  // dequantise the next matrix of the pass into the other scratch
+    const int nb = b ^ 1;
+    MERE_CUDA_CHECK(cudaStreamWaitEvent(side_, free_[nb], 0));
+    const QWeightView& Wn = order_[i + 1];
+    qgemm_dequant_on(side_, Wn, scratch_[nb].as<uint16_t>());
+    MERE_CUDA_CHECK(cudaEventRecord(ready_[nb], side_));
+    prefetched_ = static_cast<int64_t>(i + 1);
+  }
 }
 
 }  // namespace mere::cuda

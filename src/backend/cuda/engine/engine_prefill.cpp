@@ -43,6 +43,18 @@ struct CudaEngine::Prefill {
 
 namespace {
 enum class PrefillMode { Gemm, Blas, Exact };
+// MERE_CUDA_BLAS_OVERLAP=N: SMs the cuBLASLt GEMMs leave to the next matrix's dequantisation on a
+// side stream (gemm_blas.h "Overlap"); 0 (the default) dequantises each matrix just before its GEMM.
+int blas_overlap_sms(int sms) {
+  const char* e = std::getenv("MERE_CUDA_BLAS_OVERLAP");
+  if (!e || !*e) return 0;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  MERE_CHECK(end != e && *end == 0 && v >= 0 && v < sms, "cuda engine", "MERE_CUDA_BLAS_OVERLAP: expected an SM count in 0..",
+             sms - 1, ", got '", e, "'");
+  return static_cast<int>(v);
+}
+
 PrefillMode prefill_mode() {
   const char* e = std::getenv("MERE_CUDA_PREFILL");
   if (!e || !*e || std::strcmp(e, "blas") == 0) return PrefillMode::Blas;
@@ -112,7 +124,8 @@ void CudaEngine::alloc_prefill() {
   p->generic_attn = generic_attn;
   p->ws_floats = ws;
   p->xq_elems = xq;
-  if (prefill_mode() == PrefillMode::Blas && max_weights > 0) p->blas = std::make_unique<BlasGemm>(dev_, max_weights);
+  if (prefill_mode() == PrefillMode::Blas && max_weights > 0)
+    p->blas = std::make_unique<BlasGemm>(dev_, max_weights, blas_overlap_sms(dev_.sm_count()));
   pf_ = std::move(p);
 }
 
@@ -224,6 +237,7 @@ void CudaEngine::prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_
     MERE_CUDA_CHECK(cudaMemcpyAsync(p.ids, ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
     MERE_CUDA_CHECK(cudaMemcpyAsync(p.pos, &pc, 4, cudaMemcpyHostToDevice, s));
     k::embed(s, embed_, p.ids, Tc, p.x);
+    if (p.blas) p.blas->begin_pass();
     for (const DLayer& L : layers_) {
       k::rms_norm(s, p.x, H, L.input_norm, Tc, H, eps, p.xn, H);
       if (L.kind == LayerKind::Full) prefill_attention(L.attn, st.k(L.index), st.v(L.index), Tc, pos0 + c0, p.o);
