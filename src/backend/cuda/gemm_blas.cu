@@ -113,12 +113,10 @@ BlasGemm::BlasGemm(CudaDevice& dev, int64_t max_weights, int overlap_sms)
   MERE_CHECK(overlap_sms >= 0 && overlap_sms < dev.sm_count(), "cuda BlasGemm", "overlap_sms: expected 0..",
              dev.sm_count() - 1, ", got ", overlap_sms);
   DeviceGuard guard(dev.ordinal());
-  cublasLtHandle_t h = nullptr;
-  lt_check(cublasLtCreate(&h), "cublasLtCreate");
-  handle_ = h;
   for (int b = 0; b < (overlap_sms > 0 ? 2 : 1); ++b)
     scratch_[b] = dev.alloc(static_cast<size_t>(max_weights) * 2, "prefill bf16 weight scratch (cuBLASLt path)");
   workspace_ = dev.alloc(kWorkspaceBytes, "cuBLASLt workspace");
+  // the handle last: nothing after it can throw, so the destructor always runs once it exists
   if (overlap_sms > 0) {
     MERE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
     for (int b = 0; b < 2; ++b) {
@@ -126,10 +124,12 @@ BlasGemm::BlasGemm(CudaDevice& dev, int64_t max_weights, int overlap_sms)
       MERE_CUDA_CHECK(cudaEventCreateWithFlags(&free_[b], cudaEventDisableTiming));
     }
   }
+  cublasLtHandle_t h = nullptr;
+  lt_check(cublasLtCreate(&h), "cublasLtCreate");
+  handle_ = h;
 }
 
-BlasGemm::~BlasGemm() {
-  DeviceGuard guard(dev_.ordinal());
+BlasGemm::~BlasGemm() {  // no DeviceGuard: it may throw; none of these calls needs the current device
   if (side_) cudaStreamSynchronize(side_);
   for (int b = 0; b < 2; ++b) {
     if (ready_[b]) cudaEventDestroy(ready_[b]);
