@@ -2,9 +2,9 @@
 // a pass on the tensor-core kernels of docs/cuda-kernels.md §5 — every MLX 4/8-bit g64 projection as
 // one GEMM over all rows (cuBLASLt on the dequantised matrix, or qgemm; X rounded to bf16 once per
 // input, shared by the projections of that input), MoE experts through moe_sort_pairs +
-// qgemm_grouped + moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide heads; the engine's generic recurrent kernel
-// otherwise), attention through attention_prefill (head_dim 256; the engine's split kernel
-// otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
+// qgemm_grouped + moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide
+// heads; the engine's generic recurrent kernel otherwise), attention through attention_prefill
+// (head_dim 256; the engine's split kernel otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
 // logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
 // computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
 // in the GEMM): docs/cuda-kernels.md "Engine prefill v2". MERE_CUDA_PREFILL=exact keeps the exact
@@ -50,8 +50,8 @@ int blas_overlap_sms(int sms) {
   if (!e || !*e) return 0;
   char* end = nullptr;
   const long v = std::strtol(e, &end, 10);
-  MERE_CHECK(end != e && *end == 0 && v >= 0 && v < sms, "cuda engine", "MERE_CUDA_BLAS_OVERLAP: expected an SM count in 0..",
-             sms - 1, ", got '", e, "'");
+  MERE_CHECK(end != e && *end == 0 && v >= 0 && v < sms, "cuda engine",
+             "MERE_CUDA_BLAS_OVERLAP: expected an SM count in 0..", sms - 1, ", got '", e, "'");
   return static_cast<int>(v);
 }
 

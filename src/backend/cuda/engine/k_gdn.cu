@@ -29,7 +29,8 @@ __global__ void conv_silu_kernel(float* state, const float* w, const float* raw,
   if (c >= C) return;
   float hist[kMaxConvK];
   for (int j = 0; j < K - 1; ++j) hist[j] = state[static_cast<int64_t>(j) * C + c];
-  for (int t = 0; t < T; ++t) out[static_cast<int64_t>(t) * C + c] = conv_step(hist, w, c, K, raw[static_cast<int64_t>(t) * C + c]);
+  for (int t = 0; t < T; ++t)
+    out[static_cast<int64_t>(t) * C + c] = conv_step(hist, w, c, K, raw[static_cast<int64_t>(t) * C + c]);
   for (int j = 0; j < K - 1; ++j) state[static_cast<int64_t>(j) * C + c] = hist[j];
 }
 
