@@ -204,6 +204,20 @@ std::vector<float> ref_linear_rows(const Matrix& W, const std::vector<float>& x,
 }
 
 // ---------------------------------------------------------------- qgemm checks
+// Token rows a GEMM check compares with the CPU: all of them, or 5 spread over T (real shapes).
+std::vector<int64_t> checked_rows(int64_t T, bool all_rows) {
+  if (!all_rows) return {0, 1, T / 2, T - 2, T - 1};
+  std::vector<int64_t> ts;
+  for (int64_t t = 0; t < T; ++t) ts.push_back(t);
+  return ts;
+}
+// qgemm's split-K workspace for the largest of Ts that splits
+DeviceBuffer qgemm_ws(CudaDevice& dev, const QWeightView& v, const std::vector<int64_t>& Ts) {
+  int64_t wsf = 4;
+  for (int64_t T : Ts) wsf = std::max(wsf, qgemm_workspace_floats(dev, v, T));
+  return dev.alloc(static_cast<size_t>(wsf) * 4, "ws");
+}
+
 constexpr double kGemmNmse = 1e-4, kGemmAtolRms = 3e-2, kGemmRtol = 1e-2;
 
 void check_qgemm_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, const std::vector<int64_t>& Ts,
@@ -215,19 +229,12 @@ void check_qgemm_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, co
   DeviceBuffer dx = to_device(dev, x, "x");
   DeviceBuffer dxq = dev.alloc(static_cast<size_t>(TM * cols) * 2, "xq");
   DeviceBuffer dy = dev.alloc(static_cast<size_t>(TM * rows) * 4, "y");
-  int64_t wsf = 4;  // split-K workspace for the largest T that splits
-  for (int64_t T : Ts) wsf = std::max(wsf, qgemm_workspace_floats(dev, dq.view, T));
-  DeviceBuffer ws = dev.alloc(static_cast<size_t>(wsf) * 4, "ws");
+  DeviceBuffer ws = qgemm_ws(dev, dq.view, Ts);
   char tag[96];
   std::snprintf(tag, sizeof(tag), "qgemm q%d[%lldx%lld]", bits, static_cast<long long>(rows), static_cast<long long>(cols));
   std::vector<float> y_big;  // result of the largest T, for the T-invariance check
   for (int64_t T : Ts) {
-    std::vector<int64_t> ts;
-    if (all_rows) {
-      for (int64_t t = 0; t < T; ++t) ts.push_back(t);
-    } else {
-      ts = {0, 1, T / 2, T - 2, T - 1};
-    }
+    const std::vector<int64_t> ts = checked_rows(T, all_rows);
     const auto ref = ref_linear_rows(hq.view(), x, ts);
     for (int split : {1, 0}) {  // 0: default (split-K where it would pay)
       poison(dev, dy);
@@ -366,16 +373,9 @@ void check_blas_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t col
   DeviceBuffer dxq = dev.alloc(static_cast<size_t>(TM * cols) * 2, "xq");
   DeviceBuffer dy = dev.alloc(static_cast<size_t>((TM + 1) * rows) * 4, "y");
   DeviceBuffer dyq = dev.alloc(static_cast<size_t>(TM * rows) * 4, "y qgemm");
-  int64_t wsf = 4;
-  for (int64_t T : Ts) wsf = std::max(wsf, qgemm_workspace_floats(dev, dq.view, T));
-  DeviceBuffer ws = dev.alloc(static_cast<size_t>(wsf) * 4, "ws");
+  DeviceBuffer ws = qgemm_ws(dev, dq.view, Ts);
   for (int64_t T : Ts) {
-    std::vector<int64_t> ts;
-    if (all_rows) {
-      for (int64_t t = 0; t < T; ++t) ts.push_back(t);
-    } else {
-      ts = {0, 1, T / 2, T - 2, T - 1};
-    }
+    const std::vector<int64_t> ts = checked_rows(T, all_rows);
     const auto ref = ref_linear_rows(hq.view(), x, ts);
     poison(dev, dy);
     qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, dxq.as<uint16_t>());

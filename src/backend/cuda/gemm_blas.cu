@@ -215,12 +215,9 @@ void BlasGemm::run(const QWeightView& W, const uint16_t* xq, int64_t T, float* y
   }
   const int b = static_cast<int>(i & 1);
   uint16_t* wq = scratch_[b].as<uint16_t>();
-  if (known && prefetched_ == static_cast<int64_t>(i)) {
-    MERE_CUDA_CHECK(cudaStreamWaitEvent(s, ready_[b], 0));  // dequantised ahead on the side stream
-  } else {
-    MERE_CUDA_CHECK(cudaStreamWaitEvent(s, ready_[b], 0));  // a stale prefetch may still write scratch b
-    qgemm_dequant(dev_, W, wq);
-  }
+  // scratch b: dequantised ahead on the side stream, or a stale prefetch may still be writing it
+  MERE_CUDA_CHECK(cudaStreamWaitEvent(s, ready_[b], 0));
+  if (!known || prefetched_ != static_cast<int64_t>(i)) qgemm_dequant(dev_, W, wq);
   prefetched_ = -1;
   gemm_on(wq, W.rows, W.cols, xq, T, y, ldy);
   MERE_CUDA_CHECK(cudaEventRecord(free_[b], s));
