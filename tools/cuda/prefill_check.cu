@@ -25,6 +25,7 @@
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/gdn_prefill.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_moe.h"
 #include "backend/cuda/gemm_blas.h"
 #include "backend/cuda/qmatvec.h"
 #include "core/dtype.h"
@@ -422,6 +423,61 @@ void check_blas(CudaDevice& dev, bool quick) {
   check_blas_shape(dev, blas, 5120, 6144, 8, {512}, ++seed, false);   // 8-bit
 }
 
+// moe_stream (gemm_moe.h) on check_moe's routing: vs ops::linear (same refs), vs qgemm_grouped (same
+// bf16 operands: only the fp32 summation order differs), and the fused gate/up form against
+// silu(X G^T) * (X U^T) from ops::linear with a second random matrix U. Outputs poisoned first.
+void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int64_t Ne, int64_t K,
+                      const std::vector<float>& x, const std::vector<int32_t>& off, const std::vector<int32_t>& row_token,
+                      const std::vector<int64_t>& experts, const std::vector<std::vector<float>>& refs,
+                      const std::vector<float>& y_grouped, DeviceBuffer& dxq, DeviceBuffer& doff, int64_t P, uint64_t seed,
+                      const char* tag) {
+  DeviceBuffer dy = dev.alloc(P * Ne * 4, "y stream");
+  poison(dev, dy);
+  moe_stream(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);
+  const auto ys = from_device<float>(dev, dy, P * Ne);
+  std::vector<float> got, ref;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int64_t e = experts[i];
+    if (off[e + 1] == off[e]) continue;
+    got.insert(got.end(), ys.begin() + off[e] * Ne, ys.begin() + off[e + 1] * Ne);
+    ref.insert(ref.end(), refs[i].begin(), refs[i].end());
+  }
+  record(std::string(tag) + " moe_stream vs ops::linear", compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol),
+         kGemmNmse);
+  // every row (all experts) against qgemm_grouped: fp32 reassociation only
+  record(std::string(tag) + " moe_stream vs qgemm_grouped (all rows)",
+         compare(ys.data(), y_grouped.data(), ys.size(), 1e-5, 1e-5), 1e-10);
+  // fused gate/up: G = this matrix, U = another random one
+  const HostQ hu = random_q(E * Ne, K, hq.bits, seed + 17);
+  DevQ du = upload_q(dev, hu);
+  poison(dev, dy);
+  moe_stream_gate_up(dev, dq.view, du.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);
+  const auto yp = from_device<float>(dev, dy, P * Ne);
+  std::vector<std::vector<float>> pref(experts.size()), pgot(experts.size());
+  pfor(static_cast<int64_t>(experts.size()), [&](int64_t i) {
+    const int64_t e = experts[i];
+    const int64_t n = off[e + 1] - off[e];
+    if (n == 0) return;
+    std::vector<float> xs(static_cast<size_t>(n * K)), u(static_cast<size_t>(n * Ne));
+    for (int64_t j = 0; j < n; ++j) std::memcpy(&xs[j * K], &x[row_token[off[e] + j] * K], K * 4);
+    ops::linear(hu.view().row_slice(e * Ne, Ne), xs.data(), n, u.data());
+    pref[i].resize(u.size());
+    for (size_t k = 0; k < u.size(); ++k) {
+      const float gv = refs[i][k];
+      pref[i][k] = gv / (1.0f + std::exp(-gv)) * u[k];
+    }
+    pgot[i].assign(yp.begin() + off[e] * Ne, yp.begin() + off[e + 1] * Ne);
+  });
+  got.clear();
+  ref.clear();
+  for (size_t i = 0; i < experts.size(); ++i) {
+    got.insert(got.end(), pgot[i].begin(), pgot[i].end());
+    ref.insert(ref.end(), pref[i].begin(), pref[i].end());
+  }
+  record(std::string(tag) + " moe_stream_gate_up (fused SwiGLU) vs ops::linear",
+         compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol), kGemmNmse);
+}
+
 // grouped MoE: random top-k routing, sort, gather-prepare, grouped qgemm, combine; vs per-pair ops::linear
 void check_moe(CudaDevice& dev, int64_t E, int64_t Ne, int64_t K, int64_t T, int64_t topk, int bits, uint64_t seed,
                int64_t check_every_expert) {
@@ -494,6 +550,8 @@ void check_moe(CudaDevice& dev, int64_t E, int64_t Ne, int64_t K, int64_t T, int
   }
   record(std::string(tag) + " qgemm_grouped vs ops::linear", compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol),
          kGemmNmse);
+  if (moe_stream_supported(dq.view, Ne)) check_moe_stream(dev, hq, dq, E, Ne, K, x, off, row_token, experts, refs, y, dxq,
+                                                             doff, P, seed, tag);
   // combine vs host sum over the device y
   std::vector<float> cref(static_cast<size_t>(T * Ne));
   for (int64_t t = 0; t < T; ++t)
@@ -740,7 +798,7 @@ double bench_prepare(CudaDevice& dev, int64_t T, int64_t cols) {
 }
 
 // MoE layer's routed experts: sort + gather-prepare + grouped gate_up + (prepare) + grouped down + combine
-struct MoeTimes { double sort, gather, gate_up, prep_down, down, combine; };
+struct MoeTimes { double sort, gather, gate_up, prep_down, down, combine, s_gate_up, s_down; };
 MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T, int64_t topk) {
   MoeTimes r{};
   const int64_t P = T * topk;
@@ -802,6 +860,35 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
   by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
   add_bench(nm, by, fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
   r.down = t.median_us;
+  // the weight-stream kernels (gemm_moe.h): gate and up as the two halves of the bank matrix, SwiGLU fused
+  auto half = [](QWeightView v, int64_t r0, int64_t n) {
+    v.codes += r0 * v.cols * v.bits / 32;
+    v.scales += r0 * (v.cols / 64);
+    v.biases += r0 * (v.cols / 64);
+    v.rows = n;
+    return v;
+  };
+  t = time_launches(dev, 3, 20, [&](int i) {
+    const QWeightView& v = gu.views[static_cast<size_t>(i) % gu.views.size()];
+    moe_stream_gate_up(dev, half(v, 0, E * Ie), half(v, E * Ie, E * Ie), E, Ie, xq.as<uint16_t>(), off.as<int32_t>(), P,
+                       ygu.as<float>(), Ie);
+  });
+  std::snprintf(nm, sizeof(nm), "moe_stream_gate_up q4 (SwiGLU fused) E=%lld 2x[%lldx%lld] P=%lld", (long long)E,
+                (long long)Ie, (long long)H, (long long)P);
+  fl = 2.0 * P * 2 * Ie * H;
+  by = gu_bytes + P * H * 2.0 + P * Ie * 4.0;
+  add_bench(nm, by, fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+  r.s_gate_up = t.median_us;
+  t = time_launches(dev, 3, 20, [&](int i) {
+    moe_stream(dev, dn.views[static_cast<size_t>(i) % dn.views.size()], E, H, hq.as<uint16_t>(), off.as<int32_t>(), P,
+               yd.as<float>(), H);
+  });
+  std::snprintf(nm, sizeof(nm), "moe_stream q4 down E=%lld [%lldx%lld] P=%lld", (long long)E, (long long)H, (long long)Ie,
+                (long long)P);
+  fl = 2.0 * P * H * Ie;
+  by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
+  add_bench(nm, by, fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+  r.s_down = t.median_us;
   t = time_launches(dev, 3, 20, [&](int) {
     moe_combine(dev, yd.as<float>(), H, pr.as<int32_t>(), w.as<float>(), T, topk, H, out.as<float>(), true);
   });
@@ -1013,6 +1100,9 @@ void bench_all(CudaDevice& dev) {
               "attn %.1f) -> %.2f ms, %.0f tok/s (same scope)\n",
               gdn_layer35, att_layer35, moe35, mt.gate_up, mt.down, mt.sort, gdn35, att35, total35 / 1e3,
               T / (total35 * 1e-6));
+  std::printf("35B  T=512 MoE experts: qgemm_grouped gate_up %.1f + down %.1f us; moe_stream gate_up+SwiGLU %.1f + down %.1f "
+              "us (%.2f ms a prompt less)\n",
+              mt.gate_up, mt.down, mt.s_gate_up, mt.s_down, 40 * (mt.gate_up + mt.down - mt.s_gate_up - mt.s_down) / 1e3);
   std::ostringstream o;
   o << "{\"name\":\"model estimate\",\"T\":512,\"q27_ms\":" << jnum(total27 / 1e3) << ",\"q27_tok_s\":"
     << jnum(T / (total27 * 1e-6)) << ",\"q27_gdn_layer_us\":" << jnum(gdn_layer27) << ",\"q27_attn_layer_us\":"

@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm_dequant.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/moe_tiles.cuh"
 
 namespace mere::cuda {
 namespace {
@@ -120,33 +121,11 @@ __global__ void __launch_bounds__(kThreads, 2) qgemm_kernel(const Params p) {
     // grouped: blockIdx.x enumerates the (expert, BM-row tile) pairs in expert order; warp 0 finds ours
     __shared__ int s_tile[3];
     if (warp == 0) {
-      const int tile = blockIdx.x;
-      int base = 0, e_found = -1, m0_found = 0, end_found = 0;
-      for (int e0 = 0; e0 < p.E; e0 += 32) {
-        const int e = e0 + lane;
-        const int beg = e < p.E ? p.offsets[e] : 0, end = e < p.E ? p.offsets[e + 1] : 0;
-        const int nt = (end - beg + BM - 1) / BM;
-        int incl = nt;
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-          const int t = __shfl_up_sync(0xffffffffu, incl, off);
-          if (lane >= off) incl += t;
-        }
-        const int excl = incl - nt;
-        const unsigned hit = __ballot_sync(0xffffffffu, tile >= base + excl && tile < base + incl);
-        if (hit != 0) {
-          const int src = __ffs(hit) - 1;
-          e_found = __shfl_sync(0xffffffffu, e, src);
-          m0_found = __shfl_sync(0xffffffffu, beg + (tile - base - excl) * BM, src);
-          end_found = __shfl_sync(0xffffffffu, end, src);
-          break;
-        }
-        base += __shfl_sync(0xffffffffu, incl, 31);
-      }
+      const ExpertTile t = find_expert_tile(p.offsets, p.E, blockIdx.x, BM, lane);
       if (lane == 0) {
-        s_tile[0] = e_found;
-        s_tile[1] = m0_found;
-        s_tile[2] = end_found;
+        s_tile[0] = t.expert;
+        s_tile[1] = t.m0;
+        s_tile[2] = t.m_end;
       }
     }
     __syncthreads();

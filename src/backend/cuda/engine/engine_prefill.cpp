@@ -2,7 +2,8 @@
 // a pass on the tensor-core kernels of docs/cuda-kernels.md §5 — every MLX 4/8-bit g64 projection as
 // one GEMM over all rows (cuBLASLt on the dequantised matrix, or qgemm; X rounded to bf16 once per
 // input, shared by the projections of that input), MoE experts through moe_sort_pairs +
-// qgemm_grouped + moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide
+// qgemm_grouped (or moe_stream_gate_up + moe_stream with MERE_CUDA_MOE_PREFILL=stream, gemm_moe.h) +
+// moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide
 // heads; the engine's generic recurrent kernel otherwise), attention through attention_prefill
 // (head_dim 256; the engine's split kernel otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
 // logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
@@ -24,6 +25,7 @@
 #include "backend/cuda/gdn_prefill.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_blas.h"
+#include "backend/cuda/gemm_moe.h"
 
 namespace mere::cuda {
 
@@ -53,6 +55,17 @@ int blas_overlap_sms(int sms) {
   MERE_CHECK(end != e && *end == 0 && v >= 0 && v < sms, "cuda engine",
              "MERE_CUDA_BLAS_OVERLAP: expected an SM count in 0..", sms - 1, ", got '", e, "'");
   return static_cast<int>(v);
+}
+
+// MERE_CUDA_MOE_PREFILL: stream runs 4-bit routed experts through the weight-stream kernels of
+// gemm_moe.h (gate + up + SwiGLU in one launch), grouped (the default until engine_check has run on
+// stream) through qgemm_grouped.
+bool moe_stream_mode() {
+  const char* e = std::getenv("MERE_CUDA_MOE_PREFILL");
+  if (!e || !*e || std::strcmp(e, "grouped") == 0) return false;
+  MERE_CHECK(std::strcmp(e, "stream") == 0, "cuda engine", "MERE_CUDA_MOE_PREFILL: expected stream or grouped, got ",
+             e);
+  return true;
 }
 
 PrefillMode prefill_mode() {
@@ -212,13 +225,21 @@ void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
   auto stacked = [](const DMat& W) {
     return QWeightView{static_cast<const uint32_t*>(W.data), W.scales, W.biases, W.rows * W.count, W.cols, W.bits};
   };
+  const QWeightView Wg = stacked(X.gate), Wu = stacked(X.up), Wd = stacked(X.down);
+  const bool stream = moe_stream_mode() && moe_stream_supported(Wg, Ie) && moe_stream_supported(Wu, Ie) &&
+                      moe_stream_supported(Wd, H);
   moe_sort_pairs(dev_, p.ridx, T, K, E, p.offsets, p.row_token, p.pair_row);
   qgemm_prepare_x_gather(dev_, p.xn, p.row_token, P, H, H, p.xq);
-  qgemm_grouped(dev_, stacked(X.gate), E, Ie, p.xq, p.offsets, P, p.eg, Ie);
-  qgemm_grouped(dev_, stacked(X.up), E, Ie, p.xq, p.offsets, P, p.eu, Ie);
-  k::swiglu(s, p.eg, p.eu, P * Ie);
+  if (stream) {
+    moe_stream_gate_up(dev_, Wg, Wu, E, Ie, p.xq, p.offsets, P, p.eg, Ie);
+  } else {
+    qgemm_grouped(dev_, Wg, E, Ie, p.xq, p.offsets, P, p.eg, Ie);
+    qgemm_grouped(dev_, Wu, E, Ie, p.xq, p.offsets, P, p.eu, Ie);
+    k::swiglu(s, p.eg, p.eu, P * Ie);
+  }
   qgemm_prepare_x(dev_, p.eg, P, Ie, Ie, p.xq);
-  qgemm_grouped(dev_, stacked(X.down), E, H, p.xq, p.offsets, P, p.ey, H);
+  if (stream) moe_stream(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H);
+  else qgemm_grouped(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H);
   // out = sigmoid(sg) * shared, then += sum_j w[t, j] * y[pair (t, j)] in slot order
   k::moe_combine(s, nullptr, p.rw, p.sh, p.sg, T, 0, H, out);
   moe_combine(dev_, p.ey, H, p.pair_row, p.rw, T, K, H, out, true);
