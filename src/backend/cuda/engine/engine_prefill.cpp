@@ -261,14 +261,16 @@ void CudaEngine::prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_
     MERE_CUDA_CHECK(cudaMemcpyAsync(p.pos, &pc, 4, cudaMemcpyHostToDevice, s));
     k::embed(s, embed_, p.ids, Tc, p.x);
     if (p.blas) p.blas->begin_pass();
-    for (const DLayer& L : layers_) {
-      k::rms_norm(s, p.x, H, L.input_norm, Tc, H, eps, p.xn, H);
+    // each residual add runs fused with the RMSNorm after it (add_rms_norm: bitwise add, then norm)
+    k::rms_norm(s, p.x, H, layers_.front().input_norm, Tc, H, eps, p.xn, H);
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      const DLayer& L = layers_[li];
       if (L.kind == LayerKind::Full) prefill_attention(L.attn, st.k(L.index), st.v(L.index), Tc, pos0 + c0, p.o);
       else prefill_gdn(L.gdn, st, L.index, Tc, p.o);
-      k::add(s, p.x, p.o, Tc * H);
-      k::rms_norm(s, p.x, H, L.post_norm, Tc, H, eps, p.xn, H);
+      k::add_rms_norm(s, p.x, p.o, L.post_norm, Tc, H, eps, p.xn);
       prefill_ffn(L, Tc, p.o);
-      k::add(s, p.x, p.o, Tc * H);
+      if (li + 1 < layers_.size()) k::add_rms_norm(s, p.x, p.o, layers_[li + 1].input_norm, Tc, H, eps, p.xn);
+      else k::add(s, p.x, p.o, Tc * H);
     }
     const bool rows_all = hidden || all;
     if (rows_all) k::rms_norm(s, p.x, H, final_norm_, Tc, H, eps, p.h, H);
