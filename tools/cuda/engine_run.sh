@@ -13,6 +13,7 @@
 #            ratio depth 8192 / depth 0 (issue criterion: >= 0.9)
 #   pdl      greedy generations with MERE_CUDA_PDL=0 and =1 must match (bundled models, 27B geometry)
 #   ab27 / ab35  decode of env variants AB="A=1 B=2;A=0" (';' between them), alternating, twice each
+#            (ABTAG: a suffix of their JSON names)
 #   fab27 / fab35  decode with fusion (default) vs MERE_CUDA_FUSE=0 at the 27B / 35B-A3B geometry
 #            (512-token prompt, 128 generated, 3 reps each, alternating order)
 #   ncupf27  ncu per-kernel times of one 512-token prefill pass at the 27B geometry
@@ -147,7 +148,7 @@ PY
       for round in 1 2; do
         for i in "${!variants[@]}"; do
           v=${variants[$i]}
-          f="$OUT/$stage-v$i-r$round.json"
+          f="$OUT/$stage${ABTAG-}-v$i-r$round.json"
           env $v $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 3 --json \
             >"$f" 2>"/tmp/$stage.err" || { echo "$v: failed"; tail -3 "/tmp/$stage.err"; continue; }
           python3 -c "import json,sys;d=json.load(open(sys.argv[1]));r=d['runs'][0];t=r['decode_tok_s'];p=r['prefill_tok_s'];print('$stage [$v] decode %.1f tok/s [%.1f-%.1f] prefill %.0f'%(t['median'],t['min'],t['max'],p['median']))" "$f"
