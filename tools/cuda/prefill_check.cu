@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/gdn.h"
+#include "backend/cuda/gdn_chunked.h"
 #include "backend/cuda/gdn_prefill.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_moe.h"
@@ -564,13 +565,25 @@ void check_moe(CudaDevice& dev, int64_t E, int64_t Ne, int64_t K, int64_t T, int
 }
 
 // ---------------------------------------------------------------- gdn prefill
+// gdn_prefill (recurrent) and gdn_prefill_chunked (WY/UT chunks of 64) on the same random inputs, each
+// on its own copies with NaN-poisoned outputs (and, for the chunked one, poisoned scratch), against
+// ops::gdn_step token by token. The chunked form reassociates the sums and uses e^(Γ_r - Γ_s), so it
+// gets looser bounds than the recurrent kernel (NMSE 1e-9 instead of 1e-10).
 void check_gdn_prefill(CudaDevice& dev, bool quick) {
-  struct Case { int64_t Hk, Hv, T; };
+  // g in [g_lo, g_hi] (log decay), beta in [b_lo, b_hi]
+  struct Case { int64_t Hk, Hv, T; float g_lo = -3.0f, g_hi = -0.01f, b_lo = 0.05f, b_hi = 0.95f; };
   std::vector<Case> cases = {{2, 4, 1}, {2, 2, 17}, {1, 3, 33}, {2, 4, 100}, {16, 32, 64}};
   if (!quick) {
     cases.push_back({16, 48, 512});
     cases.push_back({16, 32, 513});
   }
+  // chunk boundaries of the chunked kernel (C = 64): one short chunk, exactly one, one + 1 token,
+  // exactly two, two + 2 tokens; slow decay with beta near 1 (the least damped (I + A) solves);
+  // fast decay (e^Γ underflows to 0 inside a chunk)
+  for (const Case& c : std::vector<Case>{{2, 4, 63}, {2, 4, 64}, {1, 2, 65}, {2, 6, 128}, {4, 8, 130},
+                                         {2, 6, 130, -0.05f, 0.0f, 0.9f, 1.0f}, {2, 4, 200, -20.0f, -5.0f}})
+    cases.push_back(c);
+  const Case dflt{0, 0, 0};
   int ci = 0;
   for (const auto& c : cases) {
     const int64_t D = 128;
@@ -583,8 +596,8 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
       for (int64_t j = 0; j < D; ++j) q[r * D + j] *= 1.0f / std::sqrt(128.0f);
     }
     auto v = random_vec(static_cast<size_t>(c.T * c.Hv * D), 2730 + ci);
-    auto g = random_vec(static_cast<size_t>(c.T * c.Hv), 2740 + ci, -3.0f, -0.01f);
-    auto beta = random_vec(static_cast<size_t>(c.T * c.Hv), 2750 + ci, 0.05f, 0.95f);
+    auto g = random_vec(static_cast<size_t>(c.T * c.Hv), 2740 + ci, c.g_lo, c.g_hi);
+    auto beta = random_vec(static_cast<size_t>(c.T * c.Hv), 2750 + ci, c.b_lo, c.b_hi);
     DeviceBuffer dS = to_device(dev, S, "S"), dq = to_device(dev, q, "q"), dk = to_device(dev, k, "k"),
                  dv = to_device(dev, v, "v"), dg = to_device(dev, g, "g"), db = to_device(dev, beta, "beta");
     DeviceBuffer dout = dev.alloc(v.size() * 4, "o");
@@ -593,6 +606,26 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
                 c.Hk, c.Hv, D, D, dout.as<float>());
     const auto got_o = from_device<float>(dev, dout, v.size());
     const auto got_S = from_device<float>(dev, dS, S.size());
+    // the chunked kernel on fresh copies; o and the scratch get a poisoned guard tail that must survive
+    const size_t o_guard = static_cast<size_t>(64 * c.Hv * D), s_guard = 4096;
+    const size_t scr = static_cast<size_t>(gdn_chunked_scratch_floats(c.T, c.Hv));
+    DeviceBuffer cS = to_device(dev, S, "S chunked"), cq = to_device(dev, q, "q chunked"),
+                 ck = to_device(dev, k, "k chunked"), cv = to_device(dev, v, "v chunked"),
+                 cg = to_device(dev, g, "g chunked"), cb = to_device(dev, beta, "beta chunked");
+    DeviceBuffer co = dev.alloc((v.size() + o_guard) * 4, "o chunked"),
+                 cscr = dev.alloc((scr + s_guard) * 4, "gdn chunked scratch");
+    poison(dev, co);
+    poison(dev, cscr);
+    gdn_prefill_chunked(dev, cS.as<float>(), cq.as<float>(), ck.as<float>(), cv.as<float>(), cg.as<float>(),
+                        cb.as<float>(), c.T, c.Hk, c.Hv, D, D, cscr.as<float>(), co.as<float>());
+    const auto cgot_o = from_device<uint32_t>(dev, co, v.size() + o_guard);
+    const auto cgot_S = from_device<float>(dev, cS, S.size());
+    const auto cgot_scr = from_device<uint32_t>(dev, cscr, scr + s_guard);
+    std::vector<float> cgot_of(v.size());
+    std::memcpy(cgot_of.data(), cgot_o.data(), v.size() * 4);
+    size_t guard_bad = 0;
+    for (size_t i = v.size(); i < cgot_o.size(); ++i) guard_bad += cgot_o[i] != 0xFFFFFFFFu;
+    for (size_t i = scr; i < cgot_scr.size(); ++i) guard_bad += cgot_scr[i] != 0xFFFFFFFFu;
     std::vector<float> ref_o(v.size());
     const int64_t rep = c.Hv / c.Hk;
     pfor(c.Hv, [&](int64_t h) {
@@ -603,10 +636,20 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
         std::memcpy(&ref_o[(t * c.Hv + h) * D], ob.data(), D * 4);
       }
     });
-    const std::string tag = "gdn_prefill[Hk=" + std::to_string(c.Hk) + ",Hv=" + std::to_string(c.Hv) + ",T=" +
-                            std::to_string(c.T) + "]";
+    std::string shape = "[Hk=" + std::to_string(c.Hk) + ",Hv=" + std::to_string(c.Hv) + ",T=" + std::to_string(c.T);
+    if (c.g_lo != dflt.g_lo || c.g_hi != dflt.g_hi || c.b_lo != dflt.b_lo || c.b_hi != dflt.b_hi) {
+      char r[96];
+      std::snprintf(r, sizeof(r), ",g=%g..%g,beta=%g..%g", c.g_lo, c.g_hi, c.b_lo, c.b_hi);
+      shape += r;
+    }
+    shape += "]";
+    const std::string tag = "gdn_prefill" + shape, ctag = "gdn_prefill_chunked" + shape;
     record(tag + " o vs ops::gdn_step", compare(got_o.data(), ref_o.data(), ref_o.size(), 1e-5, 1e-4), 1e-10);
     record(tag + " S vs ops::gdn_step", compare(got_S.data(), S.data(), S.size(), 1e-5, 1e-4), 1e-10);
+    record(ctag + " o vs ops::gdn_step", compare(cgot_of.data(), ref_o.data(), ref_o.size(), 1e-4, 1e-3), 1e-9);
+    record(ctag + " S vs ops::gdn_step", compare(cgot_S.data(), S.data(), S.size(), 1e-4, 1e-3), 1e-9);
+    record_bool(ctag + " writes stay inside o and the scratch", guard_bad == 0,
+                std::to_string(guard_bad) + " guard words past o / the scratch overwritten");
     ++ci;
   }
 }
@@ -927,6 +970,36 @@ double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, bool decode
   return t.median_us;
 }
 
+// gdn_prefill_chunked (both kernels, scratch included) on bench_gdn's inputs; flops and bytes counted as
+// bench_gdn does (the recurrent form's work and the unavoidable traffic), so the two lines compare.
+double bench_gdn_chunked(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T) {
+  const int64_t D = 128;
+  DeviceBuffer S = dev.alloc(Hv * D * D * 4, "S"), q = dev.alloc(T * Hk * D * 4, "q"), k = dev.alloc(T * Hk * D * 4, "k"),
+               v = dev.alloc(T * Hv * D * 4, "v"), g = dev.alloc(T * Hv * 4, "g"), b = dev.alloc(T * Hv * 4, "b"),
+               o = dev.alloc(T * Hv * D * 4, "o"),
+               scr = dev.alloc(static_cast<size_t>(gdn_chunked_scratch_floats(T, Hv)) * 4, "gdn chunked scratch");
+  fill_f32(dev, S.get(), Hv * D * D, 1, -0.5f, 0.5f);
+  fill_f32(dev, q.get(), T * Hk * D, 2, -0.09f, 0.09f);
+  fill_f32(dev, k.get(), T * Hk * D, 3, -0.15f, 0.15f);
+  fill_f32(dev, v.get(), T * Hv * D, 4, -1.0f, 1.0f);
+  fill_f32(dev, g.get(), T * Hv, 5, -3.0f, -0.01f);
+  fill_f32(dev, b.get(), T * Hv, 6, 0.05f, 0.95f);
+  const Timing t = time_launches(dev, 2, 10, [&](int) {
+    gdn_prefill_chunked(dev, S.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), g.as<float>(), b.as<float>(), T,
+                        Hk, Hv, D, D, scr.as<float>(), o.as<float>());
+  });
+  const double flops = 6.0 * Hv * D * D * T;  // as bench_gdn: the recurrent form's count
+  const double bytes = 2.0 * Hv * D * D * 4 + T * (2.0 * Hk * D + 2.0 * Hv * D + 2.0 * Hv) * 4;
+  // prediction (gdn_chunked.h): prep ~54k warp FMA issues a (head, chunk) at 60% of 4 issues/clk/SM;
+  // state: the busiest SM runs ceil(4 Hv / SMs) blocks of 8 warps x 3072 FMA a chunk, at 75%; 1.98 GHz
+  const double nch = static_cast<double>((T + 63) / 64);
+  const double prep = Hv * nch * 54e3 / (dev.sm_count() * 4.0 * 0.6 * 1.98e9) * 1e6;
+  const double state = std::ceil(4.0 * Hv / dev.sm_count()) * nch * 8.0 * 3072.0 / (4.0 * 0.75 * 1.98e9) * 1e6;
+  add_bench("gdn_prefill_chunked Hk=" + std::to_string(Hk) + " Hv=" + std::to_string(Hv) + " T=" + std::to_string(T), bytes,
+            flops, prep + state, t);
+  return t.median_us;
+}
+
 double bench_attention(CudaDevice& dev, int64_t nh, int64_t nkv, int64_t T, KvType kv) {
   const int64_t hd = 256;
   const size_t es = kv == KvType::BF16 ? 2 : 4;
@@ -1042,6 +1115,7 @@ void bench_all(CudaDevice& dev) {
   bench_qgemm(dev, "27B gate/up T=2048", 17408, 5120, 4, 2048);
   const double p_down = bench_prepare(dev, T, 17408);
   const double gdn27 = bench_gdn(dev, 16, 48, T, false);
+  bench_gdn_chunked(dev, 16, 48, T);
   bench_gdn(dev, 16, 48, T, true);
   const double att27 = bench_attention(dev, 24, 4, T, KvType::BF16);
   bench_attention(dev, 24, 4, T, KvType::F32);
@@ -1087,6 +1161,7 @@ void bench_all(CudaDevice& dev) {
   const double h_sdn = bench_qgemm(dev, "35B shared expert down", 2048, 512, 4, T);
   const MoeTimes mt = bench_moe(dev, 256, 512, 2048, T, 8);
   const double gdn35 = bench_gdn(dev, 16, 32, T, false);
+  bench_gdn_chunked(dev, 16, 32, T);
   const double att35 = bench_attention(dev, 16, 2, T, KvType::BF16);
   const double moe35 = h_router + h_sgu + h_sdn + 2 * p_x35 + mt.sort + mt.gather + mt.gate_up + mt.prep_down + mt.down +
                        mt.combine;

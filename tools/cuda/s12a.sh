@@ -12,11 +12,11 @@ MERE_CUDA_PREFILL=blas $B/mere_engine_check . >$OUT/ec-blas.log 2>&1; echo "ec b
 MERE_CUDA_MOE_PREFILL=stream MERE_CUDA_PREFILL=blas MERE_CUDA_BLAS_OVERLAP=24 $B/mere_engine_check . >$OUT/ec-blas-ov24-stream.log 2>&1; echo "ec blas ov24 + moe stream rc=$?"; tail -1 $OUT/ec-blas-ov24-stream.log; grep -i fail $OUT/ec-*.log | head
 pack
 bash tools/cuda/engine_run.sh pcheck; echo "pcheck $((SECONDS-t0))s"
-grep -iE "moe_stream|MoE experts|blas .*overlap|layer|FAIL" $OUT/prefill_check.log | tail -30
+grep -iE "moe_stream|MoE experts|chunked|blas .*overlap|layer|FAIL" $OUT/prefill_check.log | tail -30
 pack
-AB="MERE_CUDA_MOE_PREFILL=grouped;MERE_CUDA_MOE_PREFILL=stream;MERE_CUDA_MOE_PREFILL=stream MERE_CUDA_PREFILL=blas;MERE_CUDA_MOE_PREFILL=stream MERE_CUDA_PREFILL=blas MERE_CUDA_BLAS_OVERLAP=24" bash tools/cuda/engine_run.sh ab35
+AB="MERE_CUDA_MOE_PREFILL=grouped;MERE_CUDA_MOE_PREFILL=stream;MERE_CUDA_MOE_PREFILL=stream MERE_CUDA_PREFILL=blas;MERE_CUDA_MOE_PREFILL=stream MERE_CUDA_PREFILL=blas MERE_CUDA_GDN_PREFILL=chunked" bash tools/cuda/engine_run.sh ab35
 echo "ab35 $((SECONDS-t0))s"; pack
-left 150 && AB="MERE_CUDA_PREFILL=gemm;MERE_CUDA_PREFILL=blas;MERE_CUDA_PREFILL=blas MERE_CUDA_BLAS_OVERLAP=24" bash tools/cuda/engine_run.sh ab27
+left 170 && AB="MERE_CUDA_PREFILL=gemm;MERE_CUDA_PREFILL=blas;MERE_CUDA_PREFILL=blas MERE_CUDA_BLAS_OVERLAP=24;MERE_CUDA_PREFILL=blas MERE_CUDA_GDN_PREFILL=chunked" bash tools/cuda/engine_run.sh ab27
 echo "ab27 $((SECONDS-t0))s"; pack
 left 120 && ABTAG=mv AB="MERE_CUDA_QMATVEC=int;MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=ring4;MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4" bash tools/cuda/engine_run.sh ab27
 left 60 && MERE_CUDA_GM=db4 MVS=mma bash tools/cuda/engine_run.sh vb27

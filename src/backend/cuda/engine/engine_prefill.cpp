@@ -3,8 +3,9 @@
 // one GEMM over all rows (cuBLASLt on the dequantised matrix, or qgemm; X rounded to bf16 once per
 // input, shared by the projections of that input), MoE experts through moe_sort_pairs +
 // qgemm_grouped (or moe_stream_gate_up + moe_stream with MERE_CUDA_MOE_PREFILL=stream, gemm_moe.h) +
-// moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide
-// heads; the engine's generic recurrent kernel otherwise), attention through attention_prefill
+// moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide heads; the chunked
+// WY/UT form with MERE_CUDA_GDN_PREFILL=chunked, gdn_chunked.h; the engine's generic recurrent kernel
+// otherwise), attention through attention_prefill
 // (head_dim 256; the engine's split kernel otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
 // logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
 // computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
@@ -22,6 +23,7 @@
 #include "backend/cuda/engine/k_prefill.h"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/gdn.h"
+#include "backend/cuda/gdn_chunked.h"
 #include "backend/cuda/gdn_prefill.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_blas.h"
@@ -35,6 +37,7 @@ struct CudaEngine::Prefill {
   int64_t rows = 0, ws_floats = 0, xq_elems = 0;
   bool generic_attn = false;  // head_dim != 256 or > 8 query heads a KV head: the engine's split kernel
   float *x, *xn, *o, *h, *ws;
+  float* gdn_scratch;  // gdn_prefill_chunked's (MERE_CUDA_GDN_PREFILL=chunked with 128-wide heads), else null
   uint16_t* xq;
   float *raw, *mixed, *z, *ga, *gb, *gq, *gk, *gv, *gg, *gbeta, *core, *gout;
   float *qg, *kk, *vv, *q, *att, *aws;
@@ -64,6 +67,16 @@ bool moe_stream_mode() {
   const char* e = std::getenv("MERE_CUDA_MOE_PREFILL");
   if (!e || !*e || std::strcmp(e, "grouped") == 0) return false;
   MERE_CHECK(std::strcmp(e, "stream") == 0, "cuda engine", "MERE_CUDA_MOE_PREFILL: expected stream or grouped, got ",
+             e);
+  return true;
+}
+
+// MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
+// gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
+bool gdn_chunked_mode() {
+  const char* e = std::getenv("MERE_CUDA_GDN_PREFILL");
+  if (!e || !*e || std::strcmp(e, "recurrent") == 0) return false;
+  MERE_CHECK(std::strcmp(e, "chunked") == 0, "cuda engine", "MERE_CUDA_GDN_PREFILL: expected recurrent or chunked, got ",
              e);
   return true;
 }
@@ -107,6 +120,7 @@ void CudaEngine::alloc_prefill() {
   };
   for (const DLayer& L : layers_) layer(L);
   const bool generic_attn = !(hd == 256 && nkv >= 1 && nh % nkv == 0 && nh / nkv <= 8);
+  const bool chunked_gdn = gdn_chunked_mode() && c.lin_k_dim == 128 && c.lin_v_dim == 128;
   int64_t used = 0;
   char* base = nullptr;
   auto take = [&](int64_t floats) {
@@ -130,6 +144,7 @@ void CudaEngine::alloc_prefill() {
     p->ridx = reinterpret_cast<int32_t*>(take(R * K)), p->offsets = reinterpret_cast<int32_t*>(take(E + 1));
     p->row_token = reinterpret_cast<int32_t*>(take(R * K)), p->pair_row = reinterpret_cast<int32_t*>(take(R * K));
     p->ids = reinterpret_cast<int32_t*>(take(R)), p->pos = reinterpret_cast<int32_t*>(take(1));
+    p->gdn_scratch = chunked_gdn ? take(gdn_chunked_scratch_floats(R, Hv)) : nullptr;
     if (pass == 0) {
       p->buf = dev_.alloc(static_cast<size_t>(used) * 4, "prefill scratch (tensor-core path)");
       base = static_cast<char*>(p->buf.get());
@@ -191,7 +206,9 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
   gemm_shared({{&g.qkv, p.raw}, {&g.z, p.z}, {&g.b, p.gb}, {&g.a, p.ga}}, p.xn, T);
   k::conv_silu_rows(s, st.conv(li), g.conv, p.raw, T, C, K, p.mixed);
   k::gdn_prepare(s, p.mixed, p.ga, p.gb, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, p.gq, p.gk, p.gv, p.gg, p.gbeta);
-  if (Dk == 128 && Dv == 128) gdn_prefill(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
+  if (p.gdn_scratch)
+    gdn_prefill_chunked(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.gdn_scratch, p.core);
+  else if (Dk == 128 && Dv == 128) gdn_prefill(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
   else k::gdn_generic(s, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
   k::gated_rms_norm(s, p.core, p.z, g.norm, T, Hv, Dv, static_cast<float>(cfg_.rms_norm_eps), p.gout);
   gemm_shared({{&g.out, out}}, p.gout, T);
