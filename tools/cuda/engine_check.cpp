@@ -188,16 +188,33 @@ void parity(const std::string& root, const std::string& name) {
     compare(b.data(), a.data(), static_cast<int64_t>(ids.size()), V, name + " CUDA vs CPU reference logits");
   }
   {  // the default tensor-core prefill (bf16 activations in quantised GEMMs): NMSE <= 1e-4 and argmax
-    // on every row (the kernel checks' bound); max|d| reported against the foundation bound
+    // on every row that is not a tie at the foundation's precision: a row may pick another token only
+    // if the reference ranks it within the foundation bound (1e-3 max|ref|) of its own top logit (the
+    // fp32 summation order of the GEMMs decides such near-ties). max|d| reported against that bound.
     const auto b = logits_all(*gpu, ids, nullptr);
     const int64_t T = static_cast<int64_t>(ids.size());
     const LogitDiff d = logit_diff(b.data(), a.data(), T, V);
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "nmse %.3g (bound 1e-4), argmax %lld/%lld, max|d| %.3g (foundation bound %.3g)%s",
-                  d.nmse, (long long)d.argmax_agree, (long long)T, d.max_abs, 1e-3 * d.max_ref,
-                  d.finite ? "" : ", NON-FINITE");
-    report(d.finite && d.nmse <= 1e-4 && d.argmax_agree == T, name + " CUDA tensor-core prefill vs CPU reference logits",
-           buf);
+    const double tie = 1e-3 * d.max_ref;
+    int64_t ties = 0, flips = 0;
+    std::string gaps;
+    for (int64_t t = 0; t < T; ++t) {
+      const float* g = b.data() + t * V;
+      const float* f = a.data() + t * V;
+      const int64_t ga = std::max_element(g, g + V) - g, fa = std::max_element(f, f + V) - f;
+      if (ga == fa) continue;
+      const double gap = double(f[fa]) - f[ga];  // reference logit of its top token over the token chosen
+      (gap <= tie ? ties : flips) += 1;
+      char one[64];
+      std::snprintf(one, sizeof one, "%s row %lld gap %.3g", gaps.empty() ? "" : ",", (long long)t, gap);
+      gaps += one;
+    }
+    char buf[384];
+    std::snprintf(buf, sizeof buf,
+                  "nmse %.3g (bound 1e-4), argmax %lld/%lld (%lld near-ties within %.3g%s%s), max|d| %.3g (foundation "
+                  "bound %.3g)%s",
+                  d.nmse, (long long)d.argmax_agree, (long long)T, (long long)ties, tie, gaps.empty() ? "" : ": ",
+                  gaps.c_str(), d.max_abs, tie, d.finite ? "" : ", NON-FINITE");
+    report(d.finite && d.nmse <= 1e-4 && flips == 0, name + " CUDA tensor-core prefill vs CPU reference logits", buf);
   }
   {  // batch-width invariance (mtp.md §6): a T-row pass (T = 2..9) equals T one-row passes bitwise
     SequenceMemory base = gpu->new_memory();

@@ -11,7 +11,7 @@
 // computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
 // in the GEMM): docs/cuda-kernels.md "Engine prefill v2". MERE_CUDA_PREFILL=exact keeps the exact
 // sliced path for every width; the dense projections run as whole-matrix dequantisation + cuBLASLt
-// (gemm_blas.h, the same bf16 operands; =blas) or on qgemm (=gemm, the default).
+// (gemm_blas.h, the same bf16 operands; =blas, the default) or on qgemm (=gemm).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -83,10 +83,9 @@ bool gdn_chunked_mode() {
 
 PrefillMode prefill_mode() {
   const char* e = std::getenv("MERE_CUDA_PREFILL");
-  // default qgemm until the whole-engine checks have run on the cuBLASLt path with its v4b
-  // dequantisation (docs/cuda-kernels.md "prefill v4")
-  if (!e || !*e || std::strcmp(e, "gemm") == 0) return PrefillMode::Gemm;
-  if (std::strcmp(e, "blas") == 0) return PrefillMode::Blas;
+  // default cuBLASLt (docs/cuda-kernels.md "prefill v4": engine_check 43/43 on it, +49% at 27B)
+  if (!e || !*e || std::strcmp(e, "blas") == 0) return PrefillMode::Blas;
+  if (std::strcmp(e, "gemm") == 0) return PrefillMode::Gemm;
   MERE_CHECK(std::strcmp(e, "exact") == 0, "cuda engine", "MERE_CUDA_PREFILL: expected gemm, blas or exact, got ", e);
   return PrefillMode::Exact;
 }
