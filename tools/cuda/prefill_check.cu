@@ -460,6 +460,19 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
   poison(dev, dy);
   moe_stream_gate_up(dev, dq.view, du.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);
   const auto yp = from_device<float>(dev, dy, P * Ne);
+  {  // the shared-memory ring variant: only the loads differ, so bitwise the register variant
+    poison(dev, dy);
+    moe_stream(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne, MoeStreamLoads::Ring);
+    const auto r1 = from_device<float>(dev, dy, P * Ne);
+    poison(dev, dy);
+    moe_stream_gate_up(dev, dq.view, du.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne,
+                       MoeStreamLoads::Ring);
+    const auto r2 = from_device<float>(dev, dy, P * Ne);
+    const bool same = std::memcmp(r1.data(), ys.data(), ys.size() * 4) == 0 &&
+                      std::memcmp(r2.data(), yp.data(), yp.size() * 4) == 0;
+    record_bool(std::string(tag) + " moe_stream ring loads == register loads (bitwise, single and gate/up)", same,
+                same ? "bitwise equal" : "differ");
+  }
   std::vector<float> fused_ref(yp.size());
   for (size_t i = 0; i < yp.size(); ++i) fused_ref[i] = ys[i] / (1.0f + std::exp(-ys[i])) * yu[i];
   record(std::string(tag) + " moe_stream_gate_up vs silu(moe_stream G) * moe_stream U",
@@ -851,7 +864,7 @@ double bench_prepare(CudaDevice& dev, int64_t T, int64_t cols) {
 }
 
 // MoE layer's routed experts: sort + gather-prepare + grouped gate_up + (prepare) + grouped down + combine
-struct MoeTimes { double sort, gather, gate_up, prep_down, down, combine, s_gate_up, s_down; };
+struct MoeTimes { double sort, gather, gate_up, prep_down, down, combine, s_gate_up, s_down, r_gate_up, r_down; };
 MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T, int64_t topk) {
   MoeTimes r{};
   const int64_t P = T * topk;
@@ -942,6 +955,25 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
   by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
   add_bench(nm, by, fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
   r.s_down = t.median_us;
+  t = time_launches(dev, 3, 20, [&](int i) {
+    const QWeightView& v = gu.views[static_cast<size_t>(i) % gu.views.size()];
+    moe_stream_gate_up(dev, half(v, 0, E * Ie), half(v, E * Ie, E * Ie), E, Ie, xq.as<uint16_t>(), off.as<int32_t>(), P,
+                       ygu.as<float>(), Ie, MoeStreamLoads::Ring);
+  });
+  by = gu_bytes + P * H * 2.0 + P * Ie * 4.0;
+  fl = 2.0 * P * 2 * Ie * H;
+  add_bench("moe_stream_gate_up ring q4 E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
+            std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+  r.r_gate_up = t.median_us;
+  t = time_launches(dev, 3, 20, [&](int i) {
+    moe_stream(dev, dn.views[static_cast<size_t>(i) % dn.views.size()], E, H, hq.as<uint16_t>(), off.as<int32_t>(), P,
+               yd.as<float>(), H, MoeStreamLoads::Ring);
+  });
+  fl = 2.0 * P * H * Ie;
+  by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
+  add_bench("moe_stream ring q4 down E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
+            std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+  r.r_down = t.median_us;
   t = time_launches(dev, 3, 20, [&](int) {
     moe_combine(dev, yd.as<float>(), H, pr.as<int32_t>(), w.as<float>(), T, topk, H, out.as<float>(), true);
   });
@@ -1188,6 +1220,8 @@ void bench_all(CudaDevice& dev) {
   std::printf("35B  T=512 MoE experts: qgemm_grouped gate_up %.1f + down %.1f us; moe_stream gate_up+SwiGLU %.1f + down %.1f "
               "us (%.2f ms a prompt less)\n",
               mt.gate_up, mt.down, mt.s_gate_up, mt.s_down, 40 * (mt.gate_up + mt.down - mt.s_gate_up - mt.s_down) / 1e3);
+  std::printf("35B  T=512 MoE experts, moe_stream with the shared-memory ring: gate_up+SwiGLU %.1f + down %.1f us\n",
+              mt.r_gate_up, mt.r_down);
   std::ostringstream o;
   o << "{\"name\":\"model estimate\",\"T\":512,\"q27_ms\":" << jnum(total27 / 1e3) << ",\"q27_tok_s\":"
     << jnum(T / (total27 * 1e-6)) << ",\"q27_gdn_layer_us\":" << jnum(gdn_layer27) << ",\"q27_attn_layer_us\":"

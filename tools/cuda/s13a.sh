@@ -4,7 +4,8 @@
 # guard (LIMIT seconds, default 540):
 #  1. engine_check with the MoE weight stream (the argmax criterion now allows named near-ties only)
 #  2. prefill_check (the fused-SwiGLU checks as rewritten in session 12)
-#  3. ab35: default (cuBLASLt + grouped MoE) vs + stream MoE -> decides MERE_CUDA_MOE_PREFILL's default
+#  3. ab35: default (cuBLASLt + grouped MoE) vs + stream MoE (register / ring loads) -> decides
+#     MERE_CUDA_MOE_PREFILL's default and MERE_CUDA_MOE_STREAM's
 #  4. ncu of one 35B-A3B prompt pass (per-kernel times: moe_stream, gdn_prefill(_chunked), the rest)
 #  5. acceptance benches (5 reps) 27B / 35B-A3B + the 27B long-context ratio with the defaults
 R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
@@ -15,9 +16,9 @@ pack() { tar czf $R/x.tgz -C $OUT .; }
 MERE_CUDA_MOE_PREFILL=stream $B/mere_engine_check . >$OUT/ec-moe-stream.log 2>&1
 echo "ec moe stream rc=$? $((SECONDS-t0))s"; grep -E "FAIL|tensor-core prefill|checks" $OUT/ec-moe-stream.log
 pack
-bash tools/cuda/engine_run.sh pcheck; grep -E "FAIL|moe_stream_gate_up|MoE experts" $OUT/prefill_check.log | tail -12
+bash tools/cuda/engine_run.sh pcheck; grep -E "FAIL|moe_stream|MoE experts" $OUT/prefill_check.log | tail -16
 pack
-AB="MERE_CUDA_MOE_PREFILL=grouped;MERE_CUDA_MOE_PREFILL=stream" bash tools/cuda/engine_run.sh ab35; pack
+AB="MERE_CUDA_MOE_PREFILL=grouped;MERE_CUDA_MOE_PREFILL=stream;MERE_CUDA_MOE_PREFILL=stream MERE_CUDA_MOE_STREAM=ring" bash tools/cuda/engine_run.sh ab35; pack
 if left 200 && command -v ncu >/dev/null; then
   d=/tmp/synth-ncu35
   $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $d --quiet

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/gemm_dequant.cuh"
@@ -28,6 +29,11 @@ namespace {
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kBT = 32;      // gathered rows (tokens) a block: 4 n-tiles of 8
 constexpr int kSpan = 128;   // columns a load step
+// ring variant: per lane and stage, 6 x 16 bytes of shared memory laid out [stage][slot][lane]
+// (consecutive lanes, consecutive 16 bytes: no bank conflicts): slots 0-3 the codes of (m-tile,
+// row half), slot 4 the four scale words, slot 5 the four bias words
+constexpr int kStages = 4, kSlots = 6;
+constexpr int kRingBytes = kWarps * kStages * kSlots * 32 * 16;  // 48 KB a block
 
 struct Args {
   const uint8_t* codes[2];   // m-tile 0 / 1 matrix ([E*Ne, K/2] bytes)
@@ -55,8 +61,11 @@ struct Buf {
   uint32_t s[2][2], b[2][2];
 };
 
-template <bool PAIR, int NT>
-__device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int rb, int lane) {
+// RING: the codes and scale words go global -> shared by cp.async through a kStages-deep ring of
+// this lane's own slots (each lane reads back only what it copied, so cp.async.wait_group alone
+// orders it: no barrier), which keeps ~3 spans in flight without holding them in registers.
+template <bool PAIR, int NT, bool RING>
+__device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int rb, int lane, uint4* ring) {
   const int g = lane >> 2, c = lane & 3;
   const int K = a.K, nspan = K / kSpan, groups = K / 64;
   // this lane's rows g (h = 0) and g + 8 (h = 1) of each m-tile; Ne % 16 == 0, so a 16-row m-tile
@@ -128,14 +137,53 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
     }
   };
 
-  Buf A, B;
-  load(A, 0);
-  for (int span = 0; span < nspan; span += 2) {
-    load(B, min(span + 1, nspan - 1));
-    compute(A, span);
-    if (span + 1 >= nspan) break;
-    load(A, min(span + 2, nspan - 1));
-    compute(B, span + 1);
+  if constexpr (RING) {
+    auto issue = [&](int stage, int span) {  // span >= nspan: codes zero-filled (no read), words clamped
+      const int sc = min(span, nspan - 1);
+      const int bytes = span < nspan ? 16 : 0;
+      uint4* st = ring + stage * kSlots * 32 + lane;
+      uint32_t* sw = reinterpret_cast<uint32_t*>(st + 4 * 32);
+      uint32_t* bw = reinterpret_cast<uint32_t*>(st + 5 * 32);
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          cp_async16(smem_u32(st + (2 * mt + h) * 32), cp[mt] + h * code_h + 64 * sc, bytes);
+          cp_async4(smem_u32(sw + 2 * mt + h), sp[mt] + h * sb_h + sc);
+          cp_async4(smem_u32(bw + 2 * mt + h), bp[mt] + h * sb_h + sc);
+        }
+    };
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) {
+      issue(i, i);
+      cp_async_commit();
+    }
+    for (int span = 0; span < nspan; ++span) {
+      cp_async_wait<kStages - 2>();  // this lane's copies of `span` have landed
+      const uint4* st = ring + (span % kStages) * kSlots * 32 + lane;
+      Buf B;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) B.w[mt][h] = st[(2 * mt + h) * 32];
+      const uint4 sv = st[4 * 32], bv = st[5 * 32];
+      B.s[0][0] = sv.x, B.s[0][1] = sv.y, B.s[1][0] = sv.z, B.s[1][1] = sv.w;
+      B.b[0][0] = bv.x, B.b[0][1] = bv.y, B.b[1][0] = bv.z, B.b[1][1] = bv.w;
+      issue((span + kStages - 1) % kStages, span + kStages - 1);  // the slot read one span ago
+      cp_async_commit();
+      compute(B, span);
+    }
+    cp_async_wait<0>();
+  } else {
+    Buf A, B;
+    load(A, 0);
+    for (int span = 0; span < nspan; span += 2) {
+      load(B, min(span + 1, nspan - 1));
+      compute(A, span);
+      if (span + 1 >= nspan) break;
+      load(A, min(span + 2, nspan - 1));
+      compute(B, span + 1);
+    }
   }
 
   // C fragment: [0], [1] = (row g, tokens 2c, 2c+1), [2], [3] = (row g+8, same tokens)
@@ -156,9 +204,8 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
     }
 }
 
-template <bool PAIR>
-__global__ void __launch_bounds__(kThreads) moe_stream_kernel(const Args a) {
-  pdl_begin();
+template <bool PAIR, bool RING>
+__device__ __forceinline__ void stream_block(const Args& a, uint4* ring_base) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   constexpr int kRowsWarp = PAIR ? 16 : 32;
   const int rb = (blockIdx.y * kWarps + warp) * kRowsWarp;
@@ -166,12 +213,28 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(const Args a) {
   const ExpertTile t = find_expert_tile(a.offsets, a.E, blockIdx.x, kBT, lane);
   if (t.expert < 0) return;
   const int m_end = min(t.m0 + kBT, t.m_end);
+  uint4* ring = RING ? ring_base + warp * kStages * kSlots * 32 : nullptr;
   switch ((m_end - t.m0 + 7) / 8) {
-    case 1: run<PAIR, 1>(a, t.expert, t.m0, m_end, rb, lane); break;
-    case 2: run<PAIR, 2>(a, t.expert, t.m0, m_end, rb, lane); break;
-    case 3: run<PAIR, 3>(a, t.expert, t.m0, m_end, rb, lane); break;
-    default: run<PAIR, 4>(a, t.expert, t.m0, m_end, rb, lane); break;
+    case 1: run<PAIR, 1, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 2: run<PAIR, 2, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 3: run<PAIR, 3, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    default: run<PAIR, 4, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
   }
+}
+
+// register buffers: ~150 registers, 3 blocks an SM (the bounds are the compiler's own choice)
+template <bool PAIR>
+__global__ void __launch_bounds__(kThreads) moe_stream_kernel(const Args a) {
+  pdl_begin();
+  stream_block<PAIR, false>(a, nullptr);
+}
+
+// shared-memory ring: 48 KB a block; held to 3 blocks an SM (168 registers) without spills
+template <bool PAIR>
+__global__ void __launch_bounds__(kThreads, 3) moe_stream_ring_kernel(const Args a) {
+  pdl_begin();
+  extern __shared__ uint4 moe_ring[];  // [kWarps][kStages][kSlots][32]
+  stream_block<PAIR, true>(a, moe_ring);
 }
 
 void check(const QWeightView& W, int64_t E, int64_t Ne, int64_t P, int64_t ldy, const char* where) {
@@ -186,7 +249,7 @@ void check(const QWeightView& W, int64_t E, int64_t Ne, int64_t P, int64_t ldy, 
 
 template <bool PAIR>
 void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1, int64_t E, int64_t Ne,
-                   const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy) {
+                   const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy, MoeStreamLoads loads) {
   if (P == 0) return;
   DeviceGuard guard(dev.ordinal());
   Args a{};
@@ -206,8 +269,12 @@ void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1
   const int64_t rows_block = kWarps * (PAIR ? 16 : 32);
   const int64_t tiles = (P + kBT - 1) / kBT + std::min(E, P);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((Ne + rows_block - 1) / rows_block), 1);
-  launch(PAIR ? "moe_stream_kernel<pair>" : "moe_stream_kernel", &moe_stream_kernel<PAIR>, grid, kThreads, 0,
-         dev.stream(), a);
+  if (loads == MoeStreamLoads::Ring)
+    launch(PAIR ? "moe_stream_ring_kernel<pair>" : "moe_stream_ring_kernel", &moe_stream_ring_kernel<PAIR>, grid,
+           kThreads, kRingBytes, dev.stream(), a);
+  else
+    launch(PAIR ? "moe_stream_kernel<pair>" : "moe_stream_kernel", &moe_stream_kernel<PAIR>, grid, kThreads, 0,
+           dev.stream(), a);
 }
 
 }  // namespace
@@ -218,18 +285,19 @@ bool moe_stream_supported(const QWeightView& W, int64_t Ne) {
 }
 
 void moe_stream(CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne, const uint16_t* xq,
-                const int32_t* offsets, int64_t P, float* y, int64_t ldy) {
+                const int32_t* offsets, int64_t P, float* y, int64_t ldy, MoeStreamLoads loads) {
   check(W, E, Ne, P, ldy, "cuda moe_stream");
-  launch_stream<false>(dev, W, W, E, Ne, xq, offsets, P, y, ldy);
+  launch_stream<false>(dev, W, W, E, Ne, xq, offsets, P, y, ldy, loads);
 }
 
 void moe_stream_gate_up(CudaDevice& dev, const QWeightView& G, const QWeightView& U, int64_t E, int64_t Ne,
-                        const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy) {
+                        const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy,
+                        MoeStreamLoads loads) {
   check(G, E, Ne, P, ldy, "cuda moe_stream_gate_up");
   check(U, E, Ne, P, ldy, "cuda moe_stream_gate_up");
   MERE_CHECK(G.cols == U.cols, "cuda moe_stream_gate_up", "gate and up: expected the same cols, got ", G.cols, " and ",
              U.cols);
-  launch_stream<true>(dev, G, U, E, Ne, xq, offsets, P, y, ldy);
+  launch_stream<true>(dev, G, U, E, Ne, xq, offsets, P, y, ldy, loads);
 }
 
 }  // namespace mere::cuda
