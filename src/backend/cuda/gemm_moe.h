@@ -1,11 +1,12 @@
 // Prefill MoE experts as a weight stream (docs/cuda-kernels.md "MoE prefill v2"): at T = 512 a
 // 35B-A3B layer sends ~16 token rows to each of its 256 experts, so the grouped matmul reads 453 MB
 // of 4-bit weights for ~17 GFLOP — a bandwidth problem. qgemm_grouped (gemm.h) stages the weights
-// through shared memory with a barrier a 64-column tile and ran at 1.3 TB/s; this kernel keeps the
-// weights in registers: each warp streams 2 x 16 weight rows over all K with 16-byte loads two
-// spans ahead, dequantises each 32-bit word of codes straight into the A fragments of two
+// through shared memory with a barrier a 64-column tile and ran at 1.3 TB/s; this kernel has no
+// barrier: each warp streams 2 x 16 weight rows over all K with 16-byte loads one span (128
+// columns) ahead in registers (or three spans ahead through a per-lane shared-memory ring:
+// MoeStreamLoads), dequantises each 32-bit word of codes straight into the A fragments of two
 // mma.m16n8k16 k-steps, and takes the B fragments (the expert's tokens, <= 32 a pass) from the
-// prepared X, which stays in L1/L2. No shared memory, no barrier.
+// prepared X, which stays in L1/L2.
 //
 // Numerics: the operands are bitwise qgemm's (gemm_dequant.cuh: bf16(q * s + b); X prepared by
 // qgemm_prepare_x / _gather), products accumulate in fp32 on the tensor cores; the k-step order
