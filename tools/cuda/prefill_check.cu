@@ -983,62 +983,62 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
   return r;
 }
 
+// the GDN benches' inputs (random, decode-like ranges) and their flop / byte counts: the recurrent
+// form's work (mul + 3 fma a state element a token) and the unavoidable traffic
+struct GdnBenchIo {
+  int64_t Hk, Hv, T;
+  DeviceBuffer S, q, k, v, g, b, o;
+  GdnBenchIo(CudaDevice& dev, int64_t hk, int64_t hv, int64_t t) : Hk(hk), Hv(hv), T(t) {
+    const int64_t D = 128;
+    S = dev.alloc(Hv * D * D * 4, "S"), q = dev.alloc(T * Hk * D * 4, "q"), k = dev.alloc(T * Hk * D * 4, "k");
+    v = dev.alloc(T * Hv * D * 4, "v"), g = dev.alloc(T * Hv * 4, "g"), b = dev.alloc(T * Hv * 4, "b");
+    o = dev.alloc(T * Hv * D * 4, "o");
+    fill_f32(dev, S.get(), Hv * D * D, 1, -0.5f, 0.5f);
+    fill_f32(dev, q.get(), T * Hk * D, 2, -0.09f, 0.09f);
+    fill_f32(dev, k.get(), T * Hk * D, 3, -0.15f, 0.15f);
+    fill_f32(dev, v.get(), T * Hv * D, 4, -1.0f, 1.0f);
+    fill_f32(dev, g.get(), T * Hv, 5, -3.0f, -0.01f);
+    fill_f32(dev, b.get(), T * Hv, 6, 0.05f, 0.95f);
+  }
+  double flops() const { return 6.0 * Hv * 128 * 128 * T; }
+  double bytes() const { return 2.0 * Hv * 128 * 128 * 4 + T * (2.0 * Hk * 128 + 2.0 * Hv * 128 + 2.0 * Hv) * 4; }
+  std::string shape() const { return "Hk=" + std::to_string(Hk) + " Hv=" + std::to_string(Hv) + " T=" + std::to_string(T); }
+};
+
 double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, bool decode_kernel) {
   const int64_t D = 128;
-  DeviceBuffer S = dev.alloc(Hv * D * D * 4, "S"), q = dev.alloc(T * Hk * D * 4, "q"), k = dev.alloc(T * Hk * D * 4, "k"),
-               v = dev.alloc(T * Hv * D * 4, "v"), g = dev.alloc(T * Hv * 4, "g"), b = dev.alloc(T * Hv * 4, "b"),
-               o = dev.alloc(T * Hv * D * 4, "o");
-  fill_f32(dev, S.get(), Hv * D * D, 1, -0.5f, 0.5f);
-  fill_f32(dev, q.get(), T * Hk * D, 2, -0.09f, 0.09f);
-  fill_f32(dev, k.get(), T * Hk * D, 3, -0.15f, 0.15f);
-  fill_f32(dev, v.get(), T * Hv * D, 4, -1.0f, 1.0f);
-  fill_f32(dev, g.get(), T * Hv, 5, -3.0f, -0.01f);
-  fill_f32(dev, b.get(), T * Hv, 6, 0.05f, 0.95f);
+  GdnBenchIo io(dev, Hk, Hv, T);
   const Timing t = time_launches(dev, 2, 10, [&](int) {
     if (decode_kernel)
-      gdn_decode(dev, S.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), g.as<float>(), b.as<float>(), T, Hk, Hv,
-                 D, D, o.as<float>());
+      gdn_decode(dev, io.S.as<float>(), io.q.as<float>(), io.k.as<float>(), io.v.as<float>(), io.g.as<float>(),
+                 io.b.as<float>(), T, Hk, Hv, D, D, io.o.as<float>());
     else
-      gdn_prefill(dev, S.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), g.as<float>(), b.as<float>(), T, Hk, Hv,
-                  D, D, o.as<float>());
+      gdn_prefill(dev, io.S.as<float>(), io.q.as<float>(), io.k.as<float>(), io.v.as<float>(), io.g.as<float>(),
+                  io.b.as<float>(), T, Hk, Hv, D, D, io.o.as<float>());
   });
-  const double flops = 6.0 * Hv * D * D * T;  // mul + 3 fma a state element a token
-  const double bytes = 2.0 * Hv * D * D * 4 + T * (2.0 * Hk * D + 2.0 * Hv * D + 2.0 * Hv) * 4;
   // prediction: issue-bound SIMT, ~95 warp instructions a token per 4 rows of S, 4 issues/clk/SM at 1.98 GHz
   const double pred = (Hv * D / 4.0) * 95.0 * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
-  add_bench(std::string(decode_kernel ? "gdn_decode (existing) " : "gdn_prefill ") + "Hk=" + std::to_string(Hk) +
-                " Hv=" + std::to_string(Hv) + " T=" + std::to_string(T),
-            bytes, flops, decode_kernel ? 0 : pred, t);
+  add_bench(std::string(decode_kernel ? "gdn_decode (existing) " : "gdn_prefill ") + io.shape(), io.bytes(), io.flops(),
+            decode_kernel ? 0 : pred, t);
   return t.median_us;
 }
 
-// gdn_prefill_chunked (both kernels, scratch included) on bench_gdn's inputs; flops and bytes counted as
-// bench_gdn does (the recurrent form's work and the unavoidable traffic), so the two lines compare.
+// gdn_prefill_chunked (both kernels, scratch included) on bench_gdn's inputs, counted as bench_gdn
+// counts (the recurrent form's work and the unavoidable traffic), so the two lines compare.
 double bench_gdn_chunked(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T) {
   const int64_t D = 128;
-  DeviceBuffer S = dev.alloc(Hv * D * D * 4, "S"), q = dev.alloc(T * Hk * D * 4, "q"), k = dev.alloc(T * Hk * D * 4, "k"),
-               v = dev.alloc(T * Hv * D * 4, "v"), g = dev.alloc(T * Hv * 4, "g"), b = dev.alloc(T * Hv * 4, "b"),
-               o = dev.alloc(T * Hv * D * 4, "o"),
-               scr = dev.alloc(static_cast<size_t>(gdn_chunked_scratch_floats(T, Hv)) * 4, "gdn chunked scratch");
-  fill_f32(dev, S.get(), Hv * D * D, 1, -0.5f, 0.5f);
-  fill_f32(dev, q.get(), T * Hk * D, 2, -0.09f, 0.09f);
-  fill_f32(dev, k.get(), T * Hk * D, 3, -0.15f, 0.15f);
-  fill_f32(dev, v.get(), T * Hv * D, 4, -1.0f, 1.0f);
-  fill_f32(dev, g.get(), T * Hv, 5, -3.0f, -0.01f);
-  fill_f32(dev, b.get(), T * Hv, 6, 0.05f, 0.95f);
+  GdnBenchIo io(dev, Hk, Hv, T);
+  DeviceBuffer scr = dev.alloc(static_cast<size_t>(gdn_chunked_scratch_floats(T, Hv)) * 4, "gdn chunked scratch");
   const Timing t = time_launches(dev, 2, 10, [&](int) {
-    gdn_prefill_chunked(dev, S.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), g.as<float>(), b.as<float>(), T,
-                        Hk, Hv, D, D, scr.as<float>(), o.as<float>());
+    gdn_prefill_chunked(dev, io.S.as<float>(), io.q.as<float>(), io.k.as<float>(), io.v.as<float>(), io.g.as<float>(),
+                        io.b.as<float>(), T, Hk, Hv, D, D, scr.as<float>(), io.o.as<float>());
   });
-  const double flops = 6.0 * Hv * D * D * T;  // as bench_gdn: the recurrent form's count
-  const double bytes = 2.0 * Hv * D * D * 4 + T * (2.0 * Hk * D + 2.0 * Hv * D + 2.0 * Hv) * 4;
   // prediction (gdn_chunked.h): prep ~54k warp FMA issues a (head, chunk) at 60% of 4 issues/clk/SM;
   // state: the busiest SM runs ceil(4 Hv / SMs) blocks of 8 warps x 3072 FMA a chunk, at 75%; 1.98 GHz
   const double nch = static_cast<double>((T + 63) / 64);
   const double prep = Hv * nch * 54e3 / (dev.sm_count() * 4.0 * 0.6 * 1.98e9) * 1e6;
   const double state = std::ceil(4.0 * Hv / dev.sm_count()) * nch * 8.0 * 3072.0 / (4.0 * 0.75 * 1.98e9) * 1e6;
-  add_bench("gdn_prefill_chunked Hk=" + std::to_string(Hk) + " Hv=" + std::to_string(Hv) + " T=" + std::to_string(T), bytes,
-            flops, prep + state, t);
+  add_bench("gdn_prefill_chunked " + io.shape(), io.bytes(), io.flops(), prep + state, t);
   return t.median_us;
 }
 
