@@ -21,7 +21,8 @@
 #            launch with per-instruction stall samples (NCU_K, NCU_MV)
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
 # Writes logs and JSON under $OUT (default /tmp/mere-engine-out). Env: B (binaries, default
-# build/engine-carry), PROMPT / GEN (bench tokens), TAG (JSON name), NCU= / NOGRAPH= (empty: skip).
+# build/engine-carry), PROMPT / GEN (bench tokens), TAG (JSON name), NCU= / NOGRAPH= (empty: skip),
+# NCU_CACHE=none (ncu keeps the caches warm between kernels, as in a real step; default all = flushed).
 set -uo pipefail
 OUT=${OUT:-/tmp/mere-engine-out}
 mkdir -p "$OUT"
@@ -60,8 +61,8 @@ PY
   fi
   if [ -n "${NCU-1}" ] && command -v ncu >/dev/null; then
     t0=$SECONDS
-    MERE_CUDA_GRAPH=0 timeout 150 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 3400 \
-      $B/mere.run bench --model "$dir" --backend cuda --prompt-tokens 1 --gen-tokens 1 --reps 1 >"$OUT/ncu-$name.csv" 2>/dev/null
+    MERE_CUDA_GRAPH=0 timeout 150 ncu --clock-control none --cache-control ${NCU_CACHE:-all} --csv \
+      --metrics gpu__time_duration.sum --launch-count 3400 $B/mere.run bench --model "$dir" --backend cuda --prompt-tokens 1 --gen-tokens 1 --reps 1 >"$OUT/ncu-$name.csv" 2>/dev/null
     echo "[engine_run] ncu $name: $((SECONDS - t0)) s"
     python3 tools/cuda/ncu_summary.py "$OUT/ncu-$name.csv" | tee "$OUT/ncu-$name-summary.txt"
   fi

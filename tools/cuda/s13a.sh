@@ -6,8 +6,9 @@
 #  2. prefill_check (the fused-SwiGLU checks as rewritten in session 12)
 #  3. ab35: default (cuBLASLt + grouped MoE) vs + stream MoE (register / ring loads) -> decides
 #     MERE_CUDA_MOE_PREFILL's default and MERE_CUDA_MOE_STREAM's
-#  4. ncu of one 35B-A3B prompt pass (per-kernel times: moe_stream, gdn_prefill(_chunked), the rest)
-#  5. acceptance benches (5 reps) 27B / 35B-A3B + the 27B long-context ratio with the defaults
+#  4. acceptance benches (5 reps) 27B / 35B-A3B, each with ncu of one decode step with warm caches
+#     (sum of kernel times vs the graph step: the gaps), + the 27B long-context ratio
+#  5. ncu of one 35B-A3B prompt pass (per-kernel times: moe_stream, gdn_prefill(_chunked), the rest)
 R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
 t0=$SECONDS; LIMIT=${LIMIT:-540}
@@ -19,7 +20,9 @@ pack
 bash tools/cuda/engine_run.sh pcheck; grep -E "FAIL|moe_stream|MoE experts" $OUT/prefill_check.log | tail -16
 pack
 AB="MERE_CUDA_MOE_PREFILL=grouped;MERE_CUDA_MOE_PREFILL=stream;MERE_CUDA_MOE_PREFILL=stream MERE_CUDA_MOE_STREAM=ring" bash tools/cuda/engine_run.sh ab35; pack
-if left 200 && command -v ncu >/dev/null; then
+left 240 && PROMPT=512 GEN=128 NCU=1 NCU_CACHE=none NOGRAPH= TAG=s13 bash tools/cuda/engine_run.sh b27 b35; pack
+left 90 && bash tools/cuda/engine_run.sh b27long; pack
+if left 170 && command -v ncu >/dev/null; then
   d=/tmp/synth-ncu35
   $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $d --quiet
   MERE_CUDA_MOE_PREFILL=stream MERE_CUDA_GRAPH=0 timeout 150 ncu --clock-control none --csv --metrics gpu__time_duration.sum \
@@ -27,6 +30,4 @@ if left 200 && command -v ncu >/dev/null; then
   python3 tools/cuda/ncu_summary.py $OUT/ncu-pf35.csv --first | tee $OUT/ncu-pf35-summary.txt | head -30
   rm -rf $d; pack
 fi
-left 240 && PROMPT=512 GEN=128 NCU= NOGRAPH= TAG=s13 bash tools/cuda/engine_run.sh b27 b35; pack
-left 90 && bash tools/cuda/engine_run.sh b27long
 echo "total $((SECONDS-t0))s"; pack
