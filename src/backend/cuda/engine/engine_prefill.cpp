@@ -2,7 +2,7 @@
 // a pass on the tensor-core kernels of docs/cuda-kernels.md §5 — every MLX 4/8-bit g64 projection as
 // one GEMM over all rows (cuBLASLt on the dequantised matrix, or qgemm; X rounded to bf16 once per
 // input, shared by the projections of that input), MoE experts through moe_sort_pairs +
-// qgemm_grouped (or moe_stream_gate_up + moe_stream with MERE_CUDA_MOE_PREFILL=stream, gemm_moe.h) +
+// moe_stream_gate_up + moe_stream (gemm_moe.h; qgemm_grouped with MERE_CUDA_MOE_PREFILL=grouped) +
 // moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide heads; the chunked
 // WY/UT form with MERE_CUDA_GDN_PREFILL=chunked, gdn_chunked.h; the engine's generic recurrent kernel
 // otherwise), attention through attention_prefill
@@ -60,15 +60,15 @@ int blas_overlap_sms(int sms) {
   return static_cast<int>(v);
 }
 
-// MERE_CUDA_MOE_PREFILL: stream runs 4-bit routed experts through the weight-stream kernels of
-// gemm_moe.h (gate + up + SwiGLU in one launch), grouped (the default until engine_check has run on
-// stream) through qgemm_grouped.
+// MERE_CUDA_MOE_PREFILL: stream (the default since session 13: engine_check 43/43 on it, +13% 35B-A3B
+// prefill) runs 4-bit routed experts through the weight-stream kernels of gemm_moe.h (gate + up +
+// SwiGLU in one launch), grouped through qgemm_grouped.
 bool moe_stream_mode() {
   const char* e = std::getenv("MERE_CUDA_MOE_PREFILL");
-  if (!e || !*e || std::strcmp(e, "grouped") == 0) return false;
-  MERE_CHECK(std::strcmp(e, "stream") == 0, "cuda engine", "MERE_CUDA_MOE_PREFILL: expected stream or grouped, got ",
+  if (!e || !*e || std::strcmp(e, "stream") == 0) return true;
+  MERE_CHECK(std::strcmp(e, "grouped") == 0, "cuda engine", "MERE_CUDA_MOE_PREFILL: expected stream or grouped, got ",
              e);
-  return true;
+  return false;
 }
 
 // MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): regs (the
