@@ -397,7 +397,7 @@ void check_blas_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t col
     // fp32 sums of the same products in another order (and qgemm's split-K): ~1e-10 NMSE at K = 17408;
     // a wrong column order or dequantised value would be ~1
     record(name + " vs qgemm (same bf16 operands)", compare(got_all.data(), yq.data(), yq.size(), 1e-3, 1e-3), 1e-8);
-    if (bits == 4) {  // the tiled layout (sliced by tiles when chunked): bitwise the MLX run
+    if (bits == 4) {  // the tiled layout: bitwise the MLX run (the same bf16 operands and plan)
       poison(dev, dy);
       blas.run(tv, dxq.as<uint16_t>(), T, dy.as<float>(), rows);
       const auto got_t = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
@@ -427,19 +427,10 @@ void check_blas(CudaDevice& dev, bool quick) {
     }
     record_bool("blas: a matrix over the scratch size throws", threw, threw ? "threw" : "did not throw");
   }
-  // chunks (gemm_blas.h): 128-row slices through one small scratch, Y columns written per slice
-  BlasGemm sliced(dev, int64_t{17408} * 5120, 0, 1);  // 1 byte: every slice 128 rows
-  record_bool("blas chunked: 128-row slices of [257x1088]", sliced.chunk_rows(QWeightView{nullptr, nullptr, nullptr, 257, 1088, 4}) == 128,
-              "slice rows " + std::to_string(sliced.chunk_rows(QWeightView{nullptr, nullptr, nullptr, 257, 1088, 4})));
-  check_blas_shape(dev, sliced, 257, 1088, 4, {513, 17}, ++seed);
-  check_blas_shape(dev, sliced, 130, 320, 8, {65}, ++seed);
   if (quick) return;
   check_blas_shape(dev, blas, 17408, 5120, 4, {512}, ++seed, false);  // 27B gate/up
   check_blas_shape(dev, blas, 5120, 17408, 4, {512}, ++seed, false);  // 27B down
   check_blas_shape(dev, blas, 5120, 6144, 8, {512}, ++seed, false);   // 8-bit
-  BlasGemm chunked(dev, int64_t{17408} * 5120, 0, int64_t{16} << 20);
-  check_blas_shape(dev, chunked, 17408, 5120, 4, {512}, ++seed, false);  // 27B gate/up, 16 MB slices
-  check_blas_shape(dev, chunked, 5120, 17408, 4, {512}, ++seed, false);  // 27B down
 }
 
 // moe_stream (gemm_moe.h) on check_moe's routing: vs ops::linear (same refs), vs qgemm_grouped (same
@@ -1114,31 +1105,8 @@ double bench_blas(CudaDevice& dev, BlasGemm& blas, const char* what, int64_t row
   return tb.median_us;
 }
 
-// BlasGemm::run alone (dequantisation + GEMM, as the engine runs it) over a bank of copies of the
-// matrix (no run finds its codes in L2). Returns the median µs.
-double bench_blas_run(CudaDevice& dev, BlasGemm& blas, const char* what, int64_t rows, int64_t cols, int bits, int64_t T) {
-  QBank bank = make_bank(dev, rows, cols, bits, size_t{256} << 20);
-  DeviceBuffer x = dev.alloc(static_cast<size_t>(T * cols) * 4, "x");
-  fill_f32(dev, x.get(), static_cast<size_t>(T * cols), 5, -2.0f, 2.0f);
-  DeviceBuffer xq = dev.alloc(static_cast<size_t>(T * cols) * 2, "xq");
-  qgemm_prepare_x(dev, x.as<float>(), T, cols, cols, xq.as<uint16_t>());
-  DeviceBuffer y = dev.alloc(static_cast<size_t>(T * rows) * 4, "y");
-  const size_t nb = bank.views.size();
-  const double qbytes = static_cast<double>(bank.views[0].bytes()), flops = 2.0 * T * rows * cols;
-  const Timing t = time_launches(dev, 3, 20, [&](int i) {
-    blas.run(bank.views[static_cast<size_t>(i) % nb], xq.as<uint16_t>(), T, y.as<float>(), rows);
-  });
-  char name[200];
-  std::snprintf(name, sizeof(name), "blas run q%d %s [%lldx%lld] T=%lld", bits, what, (long long)rows, (long long)cols,
-                (long long)T);
-  // prediction: the codes at the copy rate + the GEMM at 650 TFLOP/s, nothing else through HBM
-  add_bench(name, qbytes, flops, qbytes / (g_copy_gbs * 1e3) + flops / (650.0 * 1e6), t);
-  return t.median_us;
-}
-
 // A 27B GatedDeltaNet layer's dense matmuls in the engine's order (qkv, z, out_proj, gate, up, down)
-// through BlasGemm: whole matrices, the dequantisation overlapped on a side stream, or in L2-sized
-// slices (chunks); µs a layer.
+// through BlasGemm with and without the dequantisation overlapped on a side stream; µs a layer.
 void bench_blas_layer(CudaDevice& dev, int64_t T) {
   const int64_t shapes[6][2] = {{10240, 5120}, {6144, 5120}, {5120, 6144}, {17408, 5120}, {17408, 5120}, {5120, 17408}};
   std::vector<QBank> banks;
@@ -1150,10 +1118,8 @@ void bench_blas_layer(CudaDevice& dev, int64_t T) {
   DeviceBuffer y = dev.alloc(static_cast<size_t>(T * 17408) * 4, "y");
   double bytes = 0, flops = 0;
   for (const auto& sh : shapes) bytes += sh[0] * sh[1] * 0.5625, flops += 2.0 * T * sh[0] * sh[1];
-  const int configs[][2] = {{0, 0}, {24, 0}, {0, 8}, {0, 16}, {0, 24}};  // {overlap SMs, chunk MB}
-  for (const auto& cfg : configs) {
-    const int ov = cfg[0], mb = cfg[1];
-    BlasGemm blas(dev, int64_t{17408} * 5120, ov, int64_t{mb} << 20);
+  for (int ov : {0, 24}) {
+    BlasGemm blas(dev, int64_t{17408} * 5120, ov);
     const Timing t = time_launches(dev, 2, 10, [&](int) {
       blas.begin_pass();  // the same six matrices every pass (230 MB: no pass finds them in L2)
       for (size_t m = 0; m < banks.size(); ++m) {
@@ -1162,7 +1128,7 @@ void bench_blas_layer(CudaDevice& dev, int64_t T) {
       }
     });
     char name[160];
-    std::snprintf(name, sizeof(name), "blas 27B layer (6 matmuls) T=%lld overlap_sms=%d chunk=%d MB", (long long)T, ov, mb);
+    std::snprintf(name, sizeof(name), "blas 27B layer (6 matmuls) T=%lld overlap_sms=%d", (long long)T, ov);
     add_bench(name, bytes, flops, flops / (775.0 * 1e6), t);
   }
 }
@@ -1215,15 +1181,6 @@ void bench_all(CudaDevice& dev) {
     const double b_gate = bench_blas(dev, blas, "27B gate/up", 17408, 5120, 4, T);
     const double b_down = bench_blas(dev, blas, "27B down", 5120, 17408, 4, T);
     bench_blas(dev, blas, "27B gate/up T=2048", 17408, 5120, 4, 2048);
-    for (int64_t mb : {4, 8, 12, 16, 24, 32}) {  // chunks: slices of mb MB of bf16 (gemm_blas.h)
-      BlasGemm cb(dev, int64_t{17408} * 5120, 0, mb << 20);
-      const std::string sfx = " chunk " + std::to_string(mb) + " MB";
-      bench_blas_run(dev, cb, ("27B gate/up" + sfx).c_str(), 17408, 5120, 4, T);
-      bench_blas_run(dev, cb, ("27B down" + sfx).c_str(), 5120, 17408, 4, T);
-      bench_blas_run(dev, cb, ("27B in_proj_qkv" + sfx).c_str(), 10240, 5120, 4, T);
-      bench_blas_run(dev, cb, ("27B out_proj" + sfx).c_str(), 5120, 6144, 4, T);
-      bench_blas_run(dev, cb, ("35B in_proj_qkv" + sfx).c_str(), 8192, 2048, 4, T);
-    }
     bench_blas(dev, blas, "35B in_proj_qkv", 8192, 2048, 4, T);
     bench_blas_layer(dev, T);
     const double mlp = 2 * b_gate + b_down;

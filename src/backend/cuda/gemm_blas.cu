@@ -62,24 +62,6 @@ void lt_check(cublasStatus_t st, const char* what) {
 }
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-constexpr int64_t kChunkRowAlign = 128;  // whole tiles of 16 (tiled layout), 16-byte aligned Y columns
-constexpr int64_t kChunkMaxCols = 32768;  // the scratch holds 128 rows of this many columns at least
-
-// Rows [r0, r0 + n) of W as a matrix of its own (r0 a multiple of 16 for the tiled layout).
-QWeightView row_slice(const QWeightView& W, int64_t r0, int64_t n) {
-  QWeightView v = W;
-  v.rows = n;
-  const int64_t ng = W.cols / 64;
-  if (W.tiled) {  // tile-major: [tiles, groups, 32] uint4 of codes, [tiles, groups, 8] uint2 of sb
-    v.codes = W.codes + r0 / 16 * ng * 128;
-    v.scales = W.scales + r0 / 16 * ng * 32;
-  } else {
-    v.codes = W.codes + r0 * (W.cols * W.bits / 32);
-    v.scales = W.scales + r0 * ng;
-    v.biases = W.biases + r0 * ng;
-  }
-  return v;
-}
 
 }  // namespace
 
@@ -125,20 +107,14 @@ struct BlasGemm::Plan {
   }
 };
 
-BlasGemm::BlasGemm(CudaDevice& dev, int64_t max_weights, int overlap_sms, int64_t chunk_bytes)
-    : dev_(dev), max_weights_(max_weights), overlap_sms_(overlap_sms), chunk_bytes_(overlap_sms > 0 ? 0 : chunk_bytes) {
+BlasGemm::BlasGemm(CudaDevice& dev, int64_t max_weights, int overlap_sms)
+    : dev_(dev), max_weights_(max_weights), overlap_sms_(overlap_sms) {
   MERE_CHECK(max_weights > 0, "cuda BlasGemm", "max_weights: expected > 0, got ", max_weights);
   MERE_CHECK(overlap_sms >= 0 && overlap_sms < dev.sm_count(), "cuda BlasGemm", "overlap_sms: expected 0..",
              dev.sm_count() - 1, ", got ", overlap_sms);
-  MERE_CHECK(chunk_bytes >= 0, "cuda BlasGemm", "chunk_bytes: expected >= 0, got ", chunk_bytes);
   DeviceGuard guard(dev.ordinal());
-  // with chunks: a slice of chunk_bytes, at least one 128-row slice of a matrix of kChunkMaxCols
-  // columns (run() names a wider one that does not fit), at most the whole largest matrix
-  int64_t scratch_weights = max_weights;
-  if (chunk_bytes_ > 0)
-    scratch_weights = std::min(max_weights, std::max(chunk_bytes_ / 2, kChunkRowAlign * kChunkMaxCols));
   for (int b = 0; b < (overlap_sms > 0 ? 2 : 1); ++b)
-    scratch_[b] = dev.alloc(static_cast<size_t>(scratch_weights) * 2, "prefill bf16 weight scratch (cuBLASLt path)");
+    scratch_[b] = dev.alloc(static_cast<size_t>(max_weights) * 2, "prefill bf16 weight scratch (cuBLASLt path)");
   workspace_ = dev.alloc(kWorkspaceBytes, "cuBLASLt workspace");
   // the handle last: nothing after it can throw, so the destructor always runs once it exists
   if (overlap_sms > 0) {
@@ -219,26 +195,13 @@ void BlasGemm::gemm(const uint16_t* wq, int64_t N, int64_t K, const uint16_t* xq
   gemm_on(wq, N, K, xq, T, y, ldy);
 }
 
-int64_t BlasGemm::chunk_rows(const QWeightView& W) const {
-  if (chunk_bytes_ <= 0 || W.cols <= 0) return W.rows;
-  const int64_t fit = static_cast<int64_t>(scratch_[0].bytes() / 2) / W.cols / kChunkRowAlign * kChunkRowAlign;
-  const int64_t want = std::max(kChunkRowAlign, chunk_bytes_ / (2 * W.cols) / kChunkRowAlign * kChunkRowAlign);
-  return std::min(W.rows, std::max(int64_t{0}, std::min(fit, want)));
-}
-
 void BlasGemm::run(const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy) {
   MERE_CHECK(W.rows * W.cols <= max_weights_, "cuda BlasGemm", "matrix [", W.rows, ", ", W.cols,
              "] exceeds the bf16 scratch of ", max_weights_, " weights");
   DeviceGuard guard(dev_.ordinal());
   if (overlap_sms_ == 0) {
-    const int64_t step = chunk_rows(W);
-    MERE_CHECK(step > 0, "cuda BlasGemm", "matrix [", W.rows, ", ", W.cols, "]: not one ", kChunkRowAlign,
-               "-row slice fits the bf16 scratch of ", scratch_[0].bytes() / 2, " weights");
-    for (int64_t r0 = 0; r0 < W.rows; r0 += step) {  // one slice (the whole matrix without chunks)
-      const int64_t n = std::min(step, W.rows - r0);
-      qgemm_dequant(dev_, n == W.rows ? W : row_slice(W, r0, n), scratch_[0].as<uint16_t>());
-      gemm_on(scratch_[0].as<uint16_t>(), n, W.cols, xq, T, y + r0, ldy);
-    }
+    qgemm_dequant(dev_, W, scratch_[0].as<uint16_t>());
+    gemm_on(scratch_[0].as<uint16_t>(), W.rows, W.cols, xq, T, y, ldy);
     return;
   }
   cudaStream_t s = dev_.stream();

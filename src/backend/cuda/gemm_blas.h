@@ -36,19 +36,11 @@ void qgemm_dequant_on(cudaStream_t stream, const QWeightView& W, uint16_t* wq);
 // GEMM after it); the GEMMs then target overlap_sms fewer SMs so the dequantisation has SMs to run
 // on. Call begin_pass() where a pass (of the learned order) starts. Any call out of the learned order
 // is correct, just not overlapped.
-//
-// Chunks (chunk_bytes > 0, without overlap): run() dequantises and multiplies W in slices of whole
-// 128-row blocks of at most chunk_bytes of bf16, each slice into the same scratch right before its
-// GEMM, so that a slice small enough for L2 is written there and read back by the GEMM without a
-// round trip through HBM (the whole-matrix form writes and re-reads 2 bytes a weight from HBM:
-// docs/cuda-kernels.md "Prefill v5"). The scratch is then one slice, not one matrix. Each slice's
-// GEMM is a separate cuBLASLt call (its own algorithm for that N), so sums may be ordered
-// differently from the whole-matrix call; the bf16 operands are the same.
 class BlasGemm {
  public:
-  // Scratch for matrices of up to max_weights elements (two with overlap; one slice with chunks).
-  // Throws mere::Error naming what failed (cuBLASLt initialisation, device memory, the stream).
-  BlasGemm(CudaDevice& dev, int64_t max_weights, int overlap_sms = 0, int64_t chunk_bytes = 0);
+  // Scratch for matrices of up to max_weights elements (two with overlap). Throws mere::Error naming
+  // what failed (cuBLASLt initialisation, device memory, the stream).
+  BlasGemm(CudaDevice& dev, int64_t max_weights, int overlap_sms = 0);
   ~BlasGemm();
   BlasGemm(const BlasGemm&) = delete;
   BlasGemm& operator=(const BlasGemm&) = delete;
@@ -64,8 +56,6 @@ class BlasGemm {
 
   size_t device_bytes() const { return scratch_[0].bytes() + scratch_[1].bytes() + workspace_.bytes(); }
   int64_t max_weights() const { return max_weights_; }
-  // Rows of W a slice holds (W.rows when the matrix goes whole).
-  int64_t chunk_rows(const QWeightView& W) const;
 
  private:
   struct Plan;
@@ -76,7 +66,6 @@ class BlasGemm {
   CudaDevice& dev_;
   int64_t max_weights_ = 0;
   int overlap_sms_ = 0;
-  int64_t chunk_bytes_ = 0;
   DeviceBuffer scratch_[2], workspace_;
   void* handle_ = nullptr;  // cublasLtHandle_t
   std::map<Key, std::unique_ptr<Plan>> plans_;

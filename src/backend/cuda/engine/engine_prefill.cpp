@@ -60,18 +60,6 @@ int blas_overlap_sms(int sms) {
   return static_cast<int>(v);
 }
 
-// MERE_CUDA_BLAS_CHUNK_MB=N: dequantise and multiply each matrix in slices of N MB of bf16 so that
-// the slice stays in L2 between the two (gemm_blas.h "Chunks"); 0 = whole matrices.
-int64_t blas_chunk_bytes() {
-  const char* e = std::getenv("MERE_CUDA_BLAS_CHUNK_MB");
-  if (!e || !*e) return 0;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  MERE_CHECK(end != e && *end == 0 && v >= 0 && v <= 4096, "cuda engine",
-             "MERE_CUDA_BLAS_CHUNK_MB: expected a size in MB in 0..4096, got '", e, "'");
-  return int64_t{v} << 20;
-}
-
 // MERE_CUDA_MOE_PREFILL: stream (the default since session 13: engine_check 43/43 on it, +13% 35B-A3B
 // prefill) runs 4-bit routed experts through the weight-stream kernels of gemm_moe.h (gate + up +
 // SwiGLU in one launch), grouped through qgemm_grouped.
@@ -175,7 +163,7 @@ void CudaEngine::alloc_prefill() {
   p->ws_floats = ws;
   p->xq_elems = xq;
   if (prefill_mode() == PrefillMode::Blas && max_weights > 0)
-    p->blas = std::make_unique<BlasGemm>(dev_, max_weights, blas_overlap_sms(dev_.sm_count()), blas_chunk_bytes());
+    p->blas = std::make_unique<BlasGemm>(dev_, max_weights, blas_overlap_sms(dev_.sm_count()));
   pf_ = std::move(p);
 }
 
