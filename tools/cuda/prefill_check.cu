@@ -482,6 +482,23 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
     record_bool(std::string(tag) + " moe_stream ring loads == register loads (bitwise, single and gate/up)", same,
                 same ? "bitwise equal" : "differ");
   }
+  // the tight variant (128 registers) and the L2 prefetch: only the loads differ, so bitwise too
+  for (const auto& [loads, pf, name] : {std::tuple{MoeStreamLoads::Tight, 0, "tight"},
+                                        std::tuple{MoeStreamLoads::Registers, 1, "prefetch 1"},
+                                        std::tuple{MoeStreamLoads::Registers, 6, "prefetch 6"},
+                                        std::tuple{MoeStreamLoads::Tight, 64, "tight + prefetch 64"}}) {
+    poison(dev, dy);
+    moe_stream(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne, loads, pf);
+    const auto r1 = from_device<float>(dev, dy, P * Ne);
+    poison(dev, dy);
+    moe_stream_gate_up(dev, dq.view, du.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne,
+                       loads, pf);
+    const auto r2 = from_device<float>(dev, dy, P * Ne);
+    const bool same = std::memcmp(r1.data(), ys.data(), ys.size() * 4) == 0 &&
+                      std::memcmp(r2.data(), yp.data(), yp.size() * 4) == 0;
+    record_bool(std::string(tag) + " moe_stream " + name + " == register loads (bitwise, single and gate/up)", same,
+                same ? "bitwise equal" : "differ");
+  }
   std::vector<float> fused_ref(yp.size());
   for (size_t i = 0; i < yp.size(); ++i) fused_ref[i] = ys[i] / (1.0f + std::exp(-ys[i])) * yu[i];
   record(std::string(tag) + " moe_stream_gate_up vs silu(moe_stream G) * moe_stream U",
@@ -983,6 +1000,30 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
   add_bench("moe_stream ring q4 down E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
             std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
   r.r_down = t.median_us;
+  // variants of the loads (gemm_moe.h): 128 registers (tight) and the L2 prefetch distance
+  for (const auto& [loads, pf, vname] : {std::tuple{MoeStreamLoads::Registers, 2, "prefetch 2"},
+                                         std::tuple{MoeStreamLoads::Registers, 4, "prefetch 4"},
+                                         std::tuple{MoeStreamLoads::Registers, 8, "prefetch 8"},
+                                         std::tuple{MoeStreamLoads::Tight, 0, "tight"},
+                                         std::tuple{MoeStreamLoads::Tight, 4, "tight + prefetch 4"}}) {
+    t = time_launches(dev, 3, 20, [&](int i) {
+      const QWeightView& v = gu.views[static_cast<size_t>(i) % gu.views.size()];
+      moe_stream_gate_up(dev, half(v, 0, E * Ie), half(v, E * Ie, E * Ie), E, Ie, xq.as<uint16_t>(), off.as<int32_t>(),
+                         P, ygu.as<float>(), Ie, loads, pf);
+    });
+    by = gu_bytes + P * H * 2.0 + P * Ie * 4.0;
+    fl = 2.0 * P * 2 * Ie * H;
+    add_bench(std::string("moe_stream_gate_up ") + vname + " q4 E=" + std::to_string(E) + " P=" + std::to_string(P), by,
+              fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+    t = time_launches(dev, 3, 20, [&](int i) {
+      moe_stream(dev, dn.views[static_cast<size_t>(i) % dn.views.size()], E, H, hq.as<uint16_t>(), off.as<int32_t>(), P,
+                 yd.as<float>(), H, loads, pf);
+    });
+    fl = 2.0 * P * H * Ie;
+    by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
+    add_bench(std::string("moe_stream ") + vname + " q4 down E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
+              std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+  }
   t = time_launches(dev, 3, 20, [&](int) {
     moe_combine(dev, yd.as<float>(), H, pr.as<int32_t>(), w.as<float>(), T, topk, H, out.as<float>(), true);
   });

@@ -343,59 +343,125 @@ __global__ void prepare_x_scalar_kernel(const float* __restrict__ x, const int32
   xq[i] = *reinterpret_cast<const uint16_t*>(&v);
 }
 
-// One block of 1024 threads: stable counting sort of (token, slot) pairs by expert. Pairs go in
-// chunks of 1024 (a pair a thread): rank inside a warp from __match_any_sync, per-warp counts
-// [32][E] in shared memory scanned per expert, plus the running count of earlier chunks.
-constexpr int kSortThreads = 1024;
+// One block of 1024 threads = 32 warps: stable counting sort of the P = T*k (token, slot) pairs by
+// expert. Pairs go in chunks of kSortChunk = 4096; warp w owns pairs [128 w, 128 w + 128) of a chunk,
+// in 4 rounds of 32 lanes, and counts them into its own row cnt[w][e] of shared memory (no atomics):
+// a pair's rank among its warp's earlier pairs of its expert is the row's count before its round plus
+// its rank in the round from __match_any_sync. Then a shuffle scan over the 32 warps per expert gives
+// each warp's start, and a block scan over the experts the offsets. One chunk (T = 512 top-8) is
+// counted once; more chunks take a counting pass for the offsets, then a pass a chunk. (The previous
+// form had a 1024-pair chunk, a serial expert scan on one thread and a 32-step loop a chunk: 17 us.)
+constexpr int kSortThreads = 1024, kSortRounds = 4, kSortChunk = kSortThreads * kSortRounds;
+// shared ints of moe_sort_kernel: cnt [32][E + 1] (the +1 spreads a column over the banks), tot [E],
+// base [E], wsum [32]
+__host__ __device__ constexpr int sort_smem_ints(int E) { return 32 * (E + 1) + 2 * E + 32; }
+
 __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(const int32_t* __restrict__ ids, int P, int k, int E,
                                                                 int32_t* __restrict__ offsets,
                                                                 int32_t* __restrict__ row_token,
                                                                 int32_t* __restrict__ pair_row) {
   pdl_begin();
   extern __shared__ int32_t sm[];
-  int32_t* base = sm;           // [E]: offsets[e] + pairs of expert e in earlier chunks
-  int32_t* wc = sm + E;         // [32][E]: per-warp counts, then per-warp starts
+  const int S = E + 1;
+  int32_t* cnt = sm;             // [32][S]: per-warp counts, then per-warp exclusive starts within the chunk
+  int32_t* tot = cnt + 32 * S;   // [E]: pairs of expert e (in the counted pairs)
+  int32_t* base = tot + E;       // [E]: offsets[e] + pairs of expert e in earlier chunks
+  int32_t* wsum = base + E;      // [32]: the expert scan's warp sums
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  for (int i = tid; i < 33 * E; i += kSortThreads) sm[i] = 0;
-  __syncthreads();
-  for (int i = tid; i < P; i += kSortThreads) atomicAdd(&base[ids[i]], 1);
-  __syncthreads();
-  if (tid == 0) {
-    int run = 0;
-    for (int e = 0; e < E; ++e) {
-      const int c = base[e];
-      base[e] = run;
-      offsets[e] = run;
-      run += c;
+  const unsigned lanes_below = (1u << lane) - 1u;
+  int ex[kSortRounds], rank[kSortRounds];  // this thread's pairs c0 + 128 warp + 32 r + lane
+  auto zero_counts = [&] {
+    for (int i = tid; i < 32 * S; i += kSortThreads) cnt[i] = 0;
+  };
+  auto count = [&](int c0) {  // adds the chunk's pairs into cnt[warp][*]; rank[r] (valid on a zeroed row)
+    const int i0 = c0 + warp * 128 + lane;
+#pragma unroll
+    for (int r = 0; r < kSortRounds; ++r) ex[r] = i0 + 32 * r < P ? ids[i0 + 32 * r] : -1 - lane;  // never matches
+#pragma unroll
+    for (int r = 0; r < kSortRounds; ++r) {
+      const int e = ex[r];
+      const unsigned same = __match_any_sync(0xffffffffu, e);
+      const int below = __popc(same & lanes_below);
+      rank[r] = e >= 0 ? cnt[warp * S + e] + below : 0;
+      __syncwarp();
+      if (e >= 0 && below == 0) cnt[warp * S + e] += __popc(same);
+      __syncwarp();
     }
-    offsets[E] = run;
-  }
-  __syncthreads();
-  for (int c0 = 0; c0 < P; c0 += kSortThreads) {
-    const int i = c0 + tid;
-    const bool ok = i < P;
-    const int e = ok ? ids[i] : -1 - lane;  // invalid lanes never match anyone
-    const unsigned same = __match_any_sync(0xffffffffu, e);
-    const int rank = __popc(same & ((1u << lane) - 1u));
-    if (ok && rank == 0) wc[warp * E + e] = __popc(same);
-    __syncthreads();
-    for (int x = tid; x < E; x += kSortThreads) {  // exclusive scan over warps, per expert
-      int run = base[x];
-      for (int w = 0; w < 32; ++w) {
-        const int t = wc[w * E + x];
-        wc[w * E + x] = run;
-        run += t;
+  };
+  auto scan_warps = [&] {  // cnt[w][e] -> pairs of e in warps < w; tot[e] = all of them
+    for (int e = warp; e < E; e += 32) {
+      const int c = cnt[lane * S + e];
+      int incl = c;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const int n = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += n;
       }
-      base[x] = run;
+      cnt[lane * S + e] = incl - c;
+      if (lane == 31) tot[e] = incl;
     }
-    __syncthreads();
-    if (ok) {
-      const int pos = wc[warp * E + e] + rank;
+  };
+  auto place = [&](int c0) {  // pair i -> row base[e] + cnt[warp][e] + rank
+    const int i0 = c0 + warp * 128 + lane;
+#pragma unroll
+    for (int r = 0; r < kSortRounds; ++r) {
+      const int e = ex[r];
+      if (e < 0) continue;
+      const int i = i0 + 32 * r, pos = base[e] + cnt[warp * S + e] + rank[r];
       row_token[pos] = i / k;
       pair_row[i] = pos;
     }
+  };
+
+  zero_counts();
+  __syncthreads();
+  for (int c0 = 0; c0 < P; c0 += kSortChunk) count(c0);  // ranks hold only for a single chunk
+  __syncthreads();
+  scan_warps();
+  __syncthreads();
+  {  // offsets: exclusive scan of tot over the experts (E <= 1024 = a thread an expert)
+    const int c = tid < E ? tot[tid] : 0;
+    int incl = c;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl += n;
+    }
+    if (lane == 31) wsum[warp] = incl;
     __syncthreads();
-    for (int x = tid; x < 32 * E; x += kSortThreads) wc[x] = 0;
+    if (warp == 0) {
+      const int ws = wsum[lane];
+      int wincl = ws;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const int n = __shfl_up_sync(0xffffffffu, wincl, off);
+        if (lane >= off) wincl += n;
+      }
+      wsum[lane] = wincl - ws;
+      if (lane == 31) offsets[E] = wincl;
+    }
+    __syncthreads();
+    if (tid < E) {
+      const int start = wsum[warp] + incl - c;
+      base[tid] = start;
+      offsets[tid] = start;
+    }
+    __syncthreads();
+  }
+  if (P <= kSortChunk) {
+    place(0);
+    return;
+  }
+  for (int c0 = 0; c0 < P; c0 += kSortChunk) {
+    zero_counts();
+    __syncthreads();
+    count(c0);
+    __syncthreads();
+    scan_warps();
+    __syncthreads();
+    place(c0);
+    __syncthreads();
+    for (int e = tid; e < E; e += kSortThreads) base[e] += tot[e];
     __syncthreads();
   }
 }
@@ -580,7 +646,7 @@ void moe_sort_pairs(CudaDevice& dev, const int32_t* ids, int64_t T, int64_t k, i
   MERE_CHECK(T >= 1 && k >= 1 && E >= 1 && E <= 1024 && T * k < (int64_t{1} << 30), "cuda moe_sort_pairs",
              "sizes out of range: T = ", T, ", k = ", k, ", E = ", E);
   DeviceGuard guard(dev.ordinal());
-  const int smem = static_cast<int>(33 * E * 4);
+  const int smem = sort_smem_ints(static_cast<int>(E)) * 4;
   MERE_CUDA_CHECK(cudaFuncSetAttribute(moe_sort_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   launch("moe_sort_kernel", moe_sort_kernel, 1, kSortThreads, smem, dev.stream(), ids, static_cast<int>(T * k),
          static_cast<int>(k), static_cast<int>(E), offsets, row_token, pair_row);

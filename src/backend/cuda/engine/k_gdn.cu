@@ -46,36 +46,135 @@ __device__ float block_sum(float v, float* partial) {  // fixed order: butterfly
   return total;
 }
 
-__global__ void __launch_bounds__(kPrepThreads)
-    gdn_prepare_kernel(const float* mixed, const float* a, const float* b, const float* neg_a, const float* dt_bias,
-                       int C, int Hk, int Dk, int Hv, int Dv, float* q, float* k, float* v, float* g, float* beta) {
+// ---- warp forms (prefill): a warp per (token, head) instead of a 128-thread block, no barriers ----
+// A block_sum over kPrepThreads = 128 threads reproduced by one warp: lane l stands for the former
+// threads l, 32 + l, 64 + l, 96 + l (the former warps 0..3); p[w] is former thread 32 w + l's value.
+// The same four xor butterflies, then the four warp results added in warp order to 0.0f: bitwise
+// block_sum's result (every lane ends with it: the butterfly's sums are commutative).
+constexpr int kFormerWarps = kPrepThreads / 32;
+__device__ __forceinline__ float warp_block_sum(const float (&p)[kFormerWarps]) {
+  float v[kFormerWarps];
+#pragma unroll
+  for (int w = 0; w < kFormerWarps; ++w) v[w] = p[w];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+    for (int w = 0; w < kFormerWarps; ++w) v[w] = __fadd_rn(v[w], __shfl_xor_sync(0xffffffffu, v[w], off));
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kFormerWarps; ++w) total = __fadd_rn(total, v[w]);
+  return total;
+}
+
+// Former thread 32 w + lane's sum of squares of row[i], i = 32 w + lane + 128 n < D (the old loop's
+// stride), into p[w]. Narrow rows (D <= 128, kWide false): one element a former thread, kept in x[w]
+// (0 past D) for the caller's second use.
+template <bool kWide>
+__device__ __forceinline__ void row_sumsq(const float* row, int D, int lane, float (&x)[kFormerWarps],
+                                          float (&p)[kFormerWarps]) {
+#pragma unroll
+  for (int w = 0; w < kFormerWarps; ++w) {
+    const int i0 = w * 32 + lane;
+    if constexpr (kWide) {
+      p[w] = 0.0f;
+      for (int i = i0; i < D; i += kPrepThreads) p[w] = __fmaf_rn(row[i], row[i], p[w]);
+    } else {
+      x[w] = i0 < D ? row[i0] : 0.0f;
+      p[w] = __fmaf_rn(x[w], x[w], 0.0f);  // = the old 0.0f for a thread past D
+    }
+  }
+}
+
+// dst[i] = f(src[i]) for i < D; the narrow form takes src from the values row_sumsq kept
+template <bool kWide, class F>
+__device__ __forceinline__ void row_map(const float* src, const float (&x)[kFormerWarps], int D, int lane, float* dst,
+                                        F f) {
+#pragma unroll
+  for (int w = 0; w < kFormerWarps; ++w) {
+    const int i0 = w * 32 + lane;
+    if constexpr (kWide) {
+      for (int i = i0; i < D; i += kPrepThreads) dst[i] = f(src[i]);
+    } else if (i0 < D) {
+      dst[i0] = f(x[w]);
+    }
+  }
+}
+
+constexpr int kUnitThreads = 256;  // 8 warps a block, a unit each
+
+// gdn_prepare_kernel's outputs, bitwise: unit u = t * (2 Hk + Hv + 1) + blk is the old block (blk, t)
+// (q heads, k heads, v heads, the gates). The old kernel spent its time on 2 barriers in each of
+// T * (2 Hk + Hv + 1) 4-warp blocks that move 512 bytes each; here a warp does a unit with no barrier.
+template <bool kWide>
+__global__ void __launch_bounds__(kUnitThreads)
+    gdn_prepare_kernel(const float* __restrict__ mixed, const float* __restrict__ a, const float* __restrict__ b,
+                       const float* __restrict__ neg_a, const float* __restrict__ dt_bias, int units, int C, int Hk,
+                       int Dk, int Hv, int Dv, float* __restrict__ q, float* __restrict__ k, float* __restrict__ v,
+                       float* __restrict__ g, float* __restrict__ beta) {
   pdl_begin();
-  __shared__ float partial[kPrepThreads / 32];
-  const int blk = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
-  const float* m = mixed + static_cast<int64_t>(t) * C;
+  const int nb = 2 * Hk + Hv + 1, lane = threadIdx.x & 31;
+  const int unit = static_cast<int>(blockIdx.x) * (kUnitThreads / 32) + static_cast<int>(threadIdx.x >> 5);
+  if (unit >= units) return;  // warp-uniform
+  const int64_t t = unit / nb;  // 32-bit division (units < 2^31)
+  const int blk = unit - static_cast<int>(t) * nb;
+  const float* m = mixed + t * C;
   const int kd = Hk * Dk;
+  float x[kFormerWarps], p[kFormerWarps];
   if (blk < 2 * Hk) {
     const bool is_q = blk < Hk;
     const int h = is_q ? blk : blk - Hk;
     const float* src = m + (is_q ? 0 : kd) + h * Dk;
-    float* dst = (is_q ? q : k) + static_cast<int64_t>(t) * kd + h * Dk;
-    float ss = 0.0f;
-    for (int i = tid; i < Dk; i += kPrepThreads) ss = __fmaf_rn(src[i], src[i], ss);
-    const float r = 1.0f / sqrtf(__fadd_rn(block_sum(ss, partial), 1e-6f));
+    float* dst = (is_q ? q : k) + t * kd + h * Dk;
+    row_sumsq<kWide>(src, Dk, lane, x, p);
+    const float r = 1.0f / sqrtf(__fadd_rn(warp_block_sum(p), 1e-6f));
     const float qscale = 1.0f / sqrtf(static_cast<float>(Dk));
-    for (int i = tid; i < Dk; i += kPrepThreads) {
-      const float y = __fmul_rn(src[i], r);
-      dst[i] = is_q ? __fmul_rn(y, qscale) : y;
-    }
+    row_map<kWide>(src, x, Dk, lane, dst, [=](float s) {
+      const float y = __fmul_rn(s, r);
+      return is_q ? __fmul_rn(y, qscale) : y;
+    });
   } else if (blk < 2 * Hk + Hv) {
     const int h = blk - 2 * Hk;
-    for (int i = tid; i < Dv; i += kPrepThreads)
-      v[static_cast<int64_t>(t) * Hv * Dv + h * Dv + i] = m[2 * kd + h * Dv + i];
+    const float* src = m + 2 * kd + h * Dv;
+    if constexpr (!kWide)
+#pragma unroll
+      for (int w = 0; w < kFormerWarps; ++w) x[w] = w * 32 + lane < Dv ? src[w * 32 + lane] : 0.0f;
+    row_map<kWide>(src, x, Dv, lane, v + t * Hv * Dv + h * Dv, [](float s) { return s; });
   } else {
-    for (int h = tid; h < Hv; h += kPrepThreads) {
-      const int64_t i = static_cast<int64_t>(t) * Hv + h;
+    for (int h = lane; h < Hv; h += 32) {
+      const int64_t i = t * Hv + h;
       beta[i] = sigmoid(b[i]);
       g[i] = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
+    }
+  }
+}
+
+// gated_rms_norm_kernel<0>'s y, bitwise, a warp per (token, head) (unit t * Hv + h), for prefill's
+// T >= kWarpNormRows rows; the decode passes (T <= 9) keep the block form, the same launch as the fused
+// PREP = 4/8 forms.
+constexpr int kWarpNormRows = 16;
+template <bool kWide>
+__global__ void __launch_bounds__(kUnitThreads)
+    gated_rms_norm_warp_kernel(const float* __restrict__ x, const float* __restrict__ z, const float* __restrict__ w,
+                               int64_t units, int Dv, float eps, float* __restrict__ y) {
+  pdl_begin();
+  const int lane = threadIdx.x & 31;
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * (kUnitThreads / 32) + (threadIdx.x >> 5);
+  if (unit >= units) return;  // warp-uniform
+  const float *xr = x + unit * Dv, *zr = z + unit * Dv;
+  float* yr = y + unit * Dv;
+  float xv[kFormerWarps], p[kFormerWarps], zv[kFormerWarps];
+  if constexpr (!kWide)  // z's loads in flight with x's
+#pragma unroll
+    for (int c = 0; c < kFormerWarps; ++c) zv[c] = c * 32 + lane < Dv ? zr[c * 32 + lane] : 0.0f;
+  row_sumsq<kWide>(xr, Dv, lane, xv, p);
+  const float r = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(warp_block_sum(p), static_cast<float>(Dv)), eps));
+#pragma unroll
+  for (int c = 0; c < kFormerWarps; ++c) {
+    const int i0 = c * 32 + lane;
+    if constexpr (kWide) {
+      for (int i = i0; i < Dv; i += kPrepThreads) yr[i] = __fmul_rn(__fmul_rn(w[i], __fmul_rn(xr[i], r)), silu(zr[i]));
+    } else if (i0 < Dv) {
+      yr[i0] = __fmul_rn(__fmul_rn(w[i0], __fmul_rn(xv[c], r)), silu(zv[c]));
     }
   }
 }
@@ -184,10 +283,15 @@ void conv_silu(cudaStream_t s, float* state, const float* w, const float* raw, i
 void gdn_prepare(cudaStream_t s, const float* mixed, const float* a, const float* b, const float* neg_a,
                  const float* dt_bias, int64_t T, int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, float* q, float* k,
                  float* v, float* g, float* beta) {
-  dim3 grid(static_cast<unsigned>(2 * Hk + Hv + 1), static_cast<unsigned>(T));
+  const int64_t units = T * (2 * Hk + Hv + 1);
+  MERE_CHECK(units < (int64_t{1} << 31) - kUnitThreads, "cuda gdn_prepare", "too many (row, head) units: T = ", T,
+             ", heads ", 2 * Hk + Hv + 1);
+  const unsigned blocks = static_cast<unsigned>((units + kUnitThreads / 32 - 1) / (kUnitThreads / 32));
   const int C = static_cast<int>(2 * Hk * Dk + Hv * Dv);
-  launch("gdn_prepare_kernel", gdn_prepare_kernel, grid, kPrepThreads, 0, s, mixed, a, b, neg_a, dt_bias, C,
-         static_cast<int>(Hk), static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta);
+  const bool wide = Dk > kPrepThreads || Dv > kPrepThreads;
+  launch("gdn_prepare_kernel", wide ? &gdn_prepare_kernel<true> : &gdn_prepare_kernel<false>, blocks, kUnitThreads, 0,
+         s, mixed, a, b, neg_a, dt_bias, static_cast<int>(units), C, static_cast<int>(Hk), static_cast<int>(Dk), static_cast<int>(Hv),
+         static_cast<int>(Dv), q, k, v, g, beta);
 }
 
 bool conv_gdn_prepare_supported(int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, int64_t K) {
@@ -216,6 +320,14 @@ void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const
 
 void gated_rms_norm(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
                     int64_t Dv, float eps, float* y) {
+  if (T >= kWarpNormRows) {  // prefill: a warp per (row, head)
+    const int64_t units = T * Hv;
+    const unsigned blocks = static_cast<unsigned>((units + kUnitThreads / 32 - 1) / (kUnitThreads / 32));
+    launch("gated_rms_norm_warp_kernel",
+           Dv > kPrepThreads ? &gated_rms_norm_warp_kernel<true> : &gated_rms_norm_warp_kernel<false>, blocks,
+           kUnitThreads, 0, s, x, z, w, units, static_cast<int>(Dv), eps, y);
+    return;
+  }
   dim3 grid(static_cast<unsigned>(Hv), static_cast<unsigned>(T));
   launch("gated_rms_norm_kernel", &gated_rms_norm_kernel<0>, grid, kPrepThreads, 0, s, x, z, w, static_cast<int>(Hv),
          static_cast<int>(Dv), eps, y, prep::Layout{});

@@ -52,7 +52,8 @@ void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out);
 // state: [K-1, C]; w: [C, K]; raw, out: [T, C]
 void conv_silu(cudaStream_t s, float* state, const float* w, const float* raw, int64_t T, int64_t C, int64_t K,
                float* out);
-// From the conv output: q, k l2-normalised (q scaled by 1/sqrt(Dk)), v copied, gates.
+// From the conv output: q, k l2-normalised (q scaled by 1/sqrt(Dk)), v copied, gates; a warp per
+// (row, head), its sums in the order of the former 128-thread block's (k_gdn.cu).
 // mixed: [T, C]; a, b: [T, Hv]; q, k: [T, Hk, Dk]; v: [T, Hv, Dv]; g, beta: [T, Hv]
 void gdn_prepare(cudaStream_t s, const float* mixed, const float* a, const float* b, const float* neg_a,
                  const float* dt_bias, int64_t T, int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, float* q, float* k,
@@ -67,6 +68,7 @@ void conv_gdn_prepare(cudaStream_t s, float* state, const float* w, const float*
 void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,
                  const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);
 // y = w * rmsnorm(x) * silu(z) per (row, head)   x, z, y: [T, Hv, Dv]; w: [Dv]
+// (T >= 16: a warp per (row, head); fewer rows: a 128-thread block each, as gated_rms_norm_prep; same bits)
 void gated_rms_norm(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
                     int64_t Dv, float eps, float* y);
 
