@@ -482,21 +482,17 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
     record_bool(std::string(tag) + " moe_stream ring loads == register loads (bitwise, single and gate/up)", same,
                 same ? "bitwise equal" : "differ");
   }
-  // the tight variant (128 registers) and the L2 prefetch: only the loads differ, so bitwise too
-  for (const auto& [loads, pf, name] : {std::tuple{MoeStreamLoads::Tight, 0, "tight"},
-                                        std::tuple{MoeStreamLoads::Registers, 1, "prefetch 1"},
-                                        std::tuple{MoeStreamLoads::Registers, 6, "prefetch 6"},
-                                        std::tuple{MoeStreamLoads::Tight, 64, "tight + prefetch 64"}}) {
+  {  // the tight variant (128 registers, the engine's default): only the loads differ, so bitwise too
     poison(dev, dy);
-    moe_stream(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne, loads, pf);
+    moe_stream(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne, MoeStreamLoads::Tight);
     const auto r1 = from_device<float>(dev, dy, P * Ne);
     poison(dev, dy);
     moe_stream_gate_up(dev, dq.view, du.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne,
-                       loads, pf);
+                       MoeStreamLoads::Tight);
     const auto r2 = from_device<float>(dev, dy, P * Ne);
     const bool same = std::memcmp(r1.data(), ys.data(), ys.size() * 4) == 0 &&
                       std::memcmp(r2.data(), yp.data(), yp.size() * 4) == 0;
-    record_bool(std::string(tag) + " moe_stream " + name + " == register loads (bitwise, single and gate/up)", same,
+    record_bool(std::string(tag) + " moe_stream tight == register loads (bitwise, single and gate/up)", same,
                 same ? "bitwise equal" : "differ");
   }
   std::vector<float> fused_ref(yp.size());
@@ -1000,16 +996,13 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
   add_bench("moe_stream ring q4 down E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
             std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
   r.r_down = t.median_us;
-  // variants of the loads (gemm_moe.h): 128 registers (tight) and the L2 prefetch distance
-  for (const auto& [loads, pf, vname] : {std::tuple{MoeStreamLoads::Registers, 2, "prefetch 2"},
-                                         std::tuple{MoeStreamLoads::Registers, 4, "prefetch 4"},
-                                         std::tuple{MoeStreamLoads::Registers, 8, "prefetch 8"},
-                                         std::tuple{MoeStreamLoads::Tight, 0, "tight"},
-                                         std::tuple{MoeStreamLoads::Tight, 4, "tight + prefetch 4"}}) {
+  {  // 128 registers, 4 blocks an SM (gemm_moe.h)
+    const MoeStreamLoads loads = MoeStreamLoads::Tight;
+    const char* vname = "tight";
     t = time_launches(dev, 3, 20, [&](int i) {
       const QWeightView& v = gu.views[static_cast<size_t>(i) % gu.views.size()];
       moe_stream_gate_up(dev, half(v, 0, E * Ie), half(v, E * Ie, E * Ie), E, Ie, xq.as<uint16_t>(), off.as<int32_t>(),
-                         P, ygu.as<float>(), Ie, loads, pf);
+                         P, ygu.as<float>(), Ie, loads);
     });
     by = gu_bytes + P * H * 2.0 + P * Ie * 4.0;
     fl = 2.0 * P * 2 * Ie * H;
@@ -1017,7 +1010,7 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
               fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
     t = time_launches(dev, 3, 20, [&](int i) {
       moe_stream(dev, dn.views[static_cast<size_t>(i) % dn.views.size()], E, H, hq.as<uint16_t>(), off.as<int32_t>(), P,
-                 yd.as<float>(), H, loads, pf);
+                 yd.as<float>(), H, loads);
     });
     fl = 2.0 * P * H * Ie;
     by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;

@@ -22,10 +22,4 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// sm_90 bulk prefetch of [src, src + bytes) into L2 (no registers, no completion to wait for);
-// src and bytes multiples of 16
-__device__ __forceinline__ void prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-}
-
 }  // namespace mere::cuda

@@ -44,7 +44,6 @@ struct Args {
   int64_t ldy;
   const int32_t* offsets;    // [E+1]
   int E, Ne, K;
-  int pf;                    // L2 prefetch distance in spans (0: none)
 };
 
 __device__ __forceinline__ void mma_bf16(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -65,7 +64,7 @@ struct Buf {
 // RING: the codes and scale words go global -> shared by cp.async through a kStages-deep ring of
 // this lane's own slots (each lane reads back only what it copied, so cp.async.wait_group alone
 // orders it: no barrier), which keeps ~3 spans in flight without holding them in registers.
-template <bool PAIR, int NT, bool RING, bool PF>
+template <bool PAIR, int NT, bool RING>
 __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int rb, int lane, uint4* ring) {
   const int g = lane >> 2, c = lane & 3;
   const int K = a.K, nspan = K / kSpan, groups = K / 64;
@@ -176,26 +175,9 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
     }
     cp_async_wait<0>();
   } else {
-    // L2 prefetch (a.pf > 0): lane l owns row (g = l & 7) + 8 ((l >> 3) & 1) of m-tile l >> 4; it
-    // prefetches spans [0, pf + 2) of that row's codes and all its scale / bias words up front,
-    // then at each even span s the two spans [s + pf + 2, s + pf + 4)
-    const uint8_t* pf_row = nullptr;
-    if (PF) {
-      const int mt = lane >> 4, h = (lane >> 3) & 1;
-      const int64_t wr = static_cast<int64_t>(e) * a.Ne + r0[mt] + (lane & 7) + 8 * h;
-      // selects, not a.codes[mt]: a runtime index into the parameter struct copies it to local memory
-      pf_row = (mt ? a.codes[1] : a.codes[0]) + wr * (K / 2);
-      if (groups % 8 == 0) {  // 16-byte multiples (K % 512 == 0)
-        prefetch_l2((mt ? a.scales[1] : a.scales[0]) + wr * groups / 2, static_cast<uint32_t>(groups * 2));
-        prefetch_l2((mt ? a.biases[1] : a.biases[0]) + wr * groups / 2, static_cast<uint32_t>(groups * 2));
-      }
-      prefetch_l2(pf_row, static_cast<uint32_t>(64 * min(a.pf + 2, nspan)));
-    }
     Buf A, B;
     load(A, 0);
     for (int span = 0; span < nspan; span += 2) {
-      if (PF && span + a.pf + 2 < nspan)
-        prefetch_l2(pf_row + 64 * (span + a.pf + 2), static_cast<uint32_t>(64 * min(2, nspan - (span + a.pf + 2))));
       load(B, min(span + 1, nspan - 1));
       compute(A, span);
       if (span + 1 >= nspan) break;
@@ -222,7 +204,7 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
     }
 }
 
-template <bool PAIR, bool RING, bool PF>
+template <bool PAIR, bool RING>
 __device__ __forceinline__ void stream_block(const Args& a, uint4* ring_base) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   constexpr int kRowsWarp = PAIR ? 16 : 32;
@@ -233,26 +215,26 @@ __device__ __forceinline__ void stream_block(const Args& a, uint4* ring_base) {
   const int m_end = min(t.m0 + kBT, t.m_end);
   uint4* ring = RING ? ring_base + warp * kStages * kSlots * 32 : nullptr;
   switch ((m_end - t.m0 + 7) / 8) {
-    case 1: run<PAIR, 1, RING, PF>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
-    case 2: run<PAIR, 2, RING, PF>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
-    case 3: run<PAIR, 3, RING, PF>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
-    default: run<PAIR, 4, RING, PF>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 1: run<PAIR, 1, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 2: run<PAIR, 2, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 3: run<PAIR, 3, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    default: run<PAIR, 4, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
   }
 }
 
-// register buffers: 150 / 158 registers, 3 blocks an SM (the bounds are the compiler's own choice);
-// PF: with the L2 prefetch (its own instantiation: the code would cost the plain kernel registers)
-template <bool PAIR, bool PF>
+// register buffers: 150 / 158 registers, 3 blocks an SM (the bounds are the compiler's own choice)
+template <bool PAIR>
 __global__ void __launch_bounds__(kThreads) moe_stream_kernel(const Args a) {
   pdl_begin();
-  stream_block<PAIR, false, PF>(a, nullptr);
+  stream_block<PAIR, false>(a, nullptr);
 }
 
-// the same held to 4 blocks an SM (128 registers)
-template <bool PAIR, bool PF>
+// the same held to 4 blocks an SM (128 registers; ptxas spills 64-136 bytes, L1-resident): 5%
+// faster than 3 blocks (docs/cuda-kernels.md "MoE prefill v2c"), the engine's default
+template <bool PAIR>
 __global__ void __launch_bounds__(kThreads, 4) moe_stream_tight_kernel(const Args a) {
   pdl_begin();
-  stream_block<PAIR, false, PF>(a, nullptr);
+  stream_block<PAIR, false>(a, nullptr);
 }
 
 // shared-memory ring: 48 KB a block; held to 3 blocks an SM (168 registers) without spills
@@ -260,7 +242,7 @@ template <bool PAIR>
 __global__ void __launch_bounds__(kThreads, 3) moe_stream_ring_kernel(const Args a) {
   pdl_begin();
   extern __shared__ uint4 moe_ring[];  // [kWarps][kStages][kSlots][32]
-  stream_block<PAIR, true, false>(a, moe_ring);
+  stream_block<PAIR, true>(a, moe_ring);
 }
 
 void check(const QWeightView& W, int64_t E, int64_t Ne, int64_t P, int64_t ldy, const char* where) {
@@ -275,10 +257,7 @@ void check(const QWeightView& W, int64_t E, int64_t Ne, int64_t P, int64_t ldy, 
 
 template <bool PAIR>
 void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1, int64_t E, int64_t Ne,
-                   const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy, MoeStreamLoads loads,
-                   int prefetch_spans) {
-  MERE_CHECK(prefetch_spans >= 0 && prefetch_spans <= 64, "cuda moe_stream", "prefetch distance: expected 0..64 spans, got ",
-             prefetch_spans);
+                   const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy, MoeStreamLoads loads) {
   if (P == 0) return;
   DeviceGuard guard(dev.ordinal());
   Args a{};
@@ -295,7 +274,6 @@ void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1
   a.E = static_cast<int>(E);
   a.Ne = static_cast<int>(Ne);
   a.K = static_cast<int>(W0.cols);
-  a.pf = loads == MoeStreamLoads::Ring ? 0 : prefetch_spans;
   const int64_t rows_block = kWarps * (PAIR ? 16 : 32);
   const int64_t tiles = (P + kBT - 1) / kBT + std::min(E, P);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((Ne + rows_block - 1) / rows_block), 1);
@@ -303,13 +281,11 @@ void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1
     launch(PAIR ? "moe_stream_ring_kernel<pair>" : "moe_stream_ring_kernel", &moe_stream_ring_kernel<PAIR>, grid,
            kThreads, kRingBytes, dev.stream(), a);
   else if (loads == MoeStreamLoads::Tight)
-    launch(PAIR ? "moe_stream_tight_kernel<pair>" : "moe_stream_tight_kernel",
-           a.pf > 0 ? &moe_stream_tight_kernel<PAIR, true> : &moe_stream_tight_kernel<PAIR, false>, grid, kThreads, 0,
-           dev.stream(), a);
+    launch(PAIR ? "moe_stream_tight_kernel<pair>" : "moe_stream_tight_kernel", &moe_stream_tight_kernel<PAIR>, grid,
+           kThreads, 0, dev.stream(), a);
   else
-    launch(PAIR ? "moe_stream_kernel<pair>" : "moe_stream_kernel",
-           a.pf > 0 ? &moe_stream_kernel<PAIR, true> : &moe_stream_kernel<PAIR, false>, grid, kThreads, 0, dev.stream(),
-           a);
+    launch(PAIR ? "moe_stream_kernel<pair>" : "moe_stream_kernel", &moe_stream_kernel<PAIR>, grid, kThreads, 0,
+           dev.stream(), a);
 }
 
 }  // namespace
@@ -320,19 +296,19 @@ bool moe_stream_supported(const QWeightView& W, int64_t Ne) {
 }
 
 void moe_stream(CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne, const uint16_t* xq,
-                const int32_t* offsets, int64_t P, float* y, int64_t ldy, MoeStreamLoads loads, int prefetch_spans) {
+                const int32_t* offsets, int64_t P, float* y, int64_t ldy, MoeStreamLoads loads) {
   check(W, E, Ne, P, ldy, "cuda moe_stream");
-  launch_stream<false>(dev, W, W, E, Ne, xq, offsets, P, y, ldy, loads, prefetch_spans);
+  launch_stream<false>(dev, W, W, E, Ne, xq, offsets, P, y, ldy, loads);
 }
 
 void moe_stream_gate_up(CudaDevice& dev, const QWeightView& G, const QWeightView& U, int64_t E, int64_t Ne,
                         const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy,
-                        MoeStreamLoads loads, int prefetch_spans) {
+                        MoeStreamLoads loads) {
   check(G, E, Ne, P, ldy, "cuda moe_stream_gate_up");
   check(U, E, Ne, P, ldy, "cuda moe_stream_gate_up");
   MERE_CHECK(G.cols == U.cols, "cuda moe_stream_gate_up", "gate and up: expected the same cols, got ", G.cols, " and ",
              U.cols);
-  launch_stream<true>(dev, G, U, E, Ne, xq, offsets, P, y, ldy, loads, prefetch_spans);
+  launch_stream<true>(dev, G, U, E, Ne, xq, offsets, P, y, ldy, loads);
 }
 
 }  // namespace mere::cuda

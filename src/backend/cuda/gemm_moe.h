@@ -21,12 +21,11 @@
 
 namespace mere::cuda {
 
-// How the weight stream keeps bytes in flight: two register buffers (the v1 kernel, the default);
-// the same held to 128 registers so that 4 blocks share an SM instead of 3 (Tight); or a 4-deep
-// cp.async ring of each lane's own shared-memory slots (~3 spans in flight a warp instead of ~1;
-// measured slower). Bitwise the same results: only the loads differ. Independently, prefetch_spans
-// > 0 has each lane bulk-prefetch its weight row into L2 that many spans of 128 columns ahead of
-// the loads (docs/cuda-kernels.md "MoE prefill v2c").
+// How the weight stream keeps bytes in flight: two register buffers (the v1 kernel); the same held
+// to 128 registers so that 4 blocks share an SM instead of 3 (Tight: 5% faster, the engine's
+// default); or a 4-deep cp.async ring of each lane's own shared-memory slots (~3 spans in flight a
+// warp instead of ~1; measured slower). Bitwise the same results: only the loads differ
+// (docs/cuda-kernels.md "MoE prefill v2c").
 enum class MoeStreamLoads { Registers, Ring, Tight };
 
 // Whether moe_stream runs this stacked expert matrix of Ne rows an expert: 4-bit MLX layout (not
@@ -38,12 +37,12 @@ bool moe_stream_supported(const QWeightView& W, int64_t Ne);
 // int32 [E + 1]; y: [P, Ne] f32 (row stride ldy). The grid is sized from P and E (no read-back).
 void moe_stream(CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne, const uint16_t* xq,
                 const int32_t* offsets, int64_t P, float* y, int64_t ldy,
-                MoeStreamLoads loads = MoeStreamLoads::Registers, int prefetch_spans = 0);
+                MoeStreamLoads loads = MoeStreamLoads::Registers);
 
 // Gate and up in one pass with the SwiGLU fused: y[r, n] = silu(xq[r] · G[e*Ne + n]) * (xq[r] ·
 // U[e*Ne + n]), rounded as k::swiglu (fmul_rn(silu(g), u)). G and U: the same shape.
 void moe_stream_gate_up(CudaDevice& dev, const QWeightView& G, const QWeightView& U, int64_t E, int64_t Ne,
                         const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy,
-                        MoeStreamLoads loads = MoeStreamLoads::Registers, int prefetch_spans = 0);
+                        MoeStreamLoads loads = MoeStreamLoads::Registers);
 
 }  // namespace mere::cuda

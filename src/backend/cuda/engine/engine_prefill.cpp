@@ -71,27 +71,16 @@ bool moe_stream_mode() {
   return false;
 }
 
-// MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): regs (the
-// default), tight (128 registers, 4 blocks an SM) or ring; bitwise the same results.
+// MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): tight (128
+// registers, 4 blocks an SM; the default since session 13), regs or ring; bitwise the same results.
 MoeStreamLoads moe_stream_loads() {
   const char* e = std::getenv("MERE_CUDA_MOE_STREAM");
-  if (!e || !*e || std::strcmp(e, "regs") == 0) return MoeStreamLoads::Registers;
-  if (std::strcmp(e, "tight") == 0) return MoeStreamLoads::Tight;
-  MERE_CHECK(std::strcmp(e, "ring") == 0, "cuda engine", "MERE_CUDA_MOE_STREAM: expected regs, tight or ring, got ", e);
+  if (!e || !*e || std::strcmp(e, "tight") == 0) return MoeStreamLoads::Tight;
+  if (std::strcmp(e, "regs") == 0) return MoeStreamLoads::Registers;
+  MERE_CHECK(std::strcmp(e, "ring") == 0, "cuda engine", "MERE_CUDA_MOE_STREAM: expected tight, regs or ring, got ", e);
   return MoeStreamLoads::Ring;
 }
 
-// MERE_CUDA_MOE_PREFETCH=N: the stream's L2 prefetch distance in spans of 128 columns (gemm_moe.h;
-// 0 = none, the default).
-int moe_stream_prefetch() {
-  const char* e = std::getenv("MERE_CUDA_MOE_PREFETCH");
-  if (!e || !*e) return 0;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  MERE_CHECK(end != e && *end == 0 && v >= 0 && v <= 64, "cuda engine",
-             "MERE_CUDA_MOE_PREFETCH: expected a distance in spans 0..64, got '", e, "'");
-  return static_cast<int>(v);
-}
 
 // MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
 // gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
@@ -269,14 +258,14 @@ void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
   moe_sort_pairs(dev_, p.ridx, T, K, E, p.offsets, p.row_token, p.pair_row);
   qgemm_prepare_x_gather(dev_, p.xn, p.row_token, P, H, H, p.xq);
   if (stream) {
-    moe_stream_gate_up(dev_, Wg, Wu, E, Ie, p.xq, p.offsets, P, p.eg, Ie, moe_stream_loads(), moe_stream_prefetch());
+    moe_stream_gate_up(dev_, Wg, Wu, E, Ie, p.xq, p.offsets, P, p.eg, Ie, moe_stream_loads());
   } else {
     qgemm_grouped(dev_, Wg, E, Ie, p.xq, p.offsets, P, p.eg, Ie);
     qgemm_grouped(dev_, Wu, E, Ie, p.xq, p.offsets, P, p.eu, Ie);
     k::swiglu(s, p.eg, p.eu, P * Ie);
   }
   qgemm_prepare_x(dev_, p.eg, P, Ie, Ie, p.xq);
-  if (stream) moe_stream(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H, moe_stream_loads(), moe_stream_prefetch());
+  if (stream) moe_stream(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H, moe_stream_loads());
   else qgemm_grouped(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H);
   // out = sigmoid(sg) * shared, then += sum_j w[t, j] * y[pair (t, j)] in slot order
   k::moe_combine(s, nullptr, p.rw, p.sh, p.sg, T, 0, H, out);
