@@ -21,6 +21,16 @@ bool pdl_enabled() {
   return on;
 }
 
+bool pdl_early() {
+  static const bool on = [] {
+    const char* e = std::getenv("MERE_CUDA_PDL_EARLY");
+    const std::string_view v = e ? e : "";
+    MERE_CHECK(v.empty() || v == "0" || v == "1", "MERE_CUDA_PDL_EARLY", "expected 0 or 1, got '", v, "'");
+    return v == "1";
+  }();
+  return on;
+}
+
 DeviceGuard::DeviceGuard(int ordinal) {
   MERE_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != ordinal) {

@@ -39,9 +39,26 @@ __device__ __forceinline__ void pdl_begin() {
   pdl_trigger();
 }
 
+// The first statement of a kernel that prepares the next kernel's input (the norms and prepares
+// that write qmatvec's prepared x): with `early`, it lets the next kernel launch before its own wait,
+// so that kernel's blocks become resident, and prefetch their weights (qmatvec_int), while the
+// kernel before this one is still finishing. Still safe: the next kernel waits for this one to
+// complete, and this one completes only after its own wait, so the chain of completions holds.
+__device__ __forceinline__ void pdl_begin_producer(int early) {
+  if (early) {
+    pdl_trigger();
+    pdl_wait();
+  } else {
+    pdl_begin();
+  }
+}
+
 // MERE_CUDA_PDL: unset or 1 -> launch() sets the PDL attribute, 0 -> plain launches; anything else
 // throws mere::Error. Read once per process (device.cpp).
 bool pdl_enabled();
+// MERE_CUDA_PDL_EARLY: 1 -> the prepared-input producers trigger before their wait
+// (pdl_begin_producer), 0 or unset -> after it; anything else throws mere::Error. Read once.
+bool pdl_early();
 
 // kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute (when pdl_enabled()); a launch
 // error throws mere::Error naming `what`.

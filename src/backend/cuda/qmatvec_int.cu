@@ -20,6 +20,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -46,14 +48,15 @@ using qm::word_of;
 template <int T, int R, int U, int MINB>
 __global__ void __launch_bounds__(kWarps * 32, MINB)
     qmatvec_int_kernel(const IntArgs args, const uint4* __restrict__ dg, const float2* __restrict__ dsx, int cols,
-                       int spans, int nb) {
-  pdl_begin();
+                       int spans, int nb, int prefetch) {
   const int nchunk = cols >> 5, ngroups = cols >> 6;
   const int lane = threadIdx.x & 31;
   const int gw = blockIdx.x * kWarps + static_cast<int>(threadIdx.x >> 5);
   const int64_t W = static_cast<int64_t>(gridDim.x) * kWarps;
   int rb = 0, re = 0;
   qi::warp_rows(args, gw, W, &rb, &re);
+  qi::prefetch_first_rows<R>(args, rb, re, cols, prefetch);  // weights only: before the wait
+  pdl_begin();
   const int rows_w = re - rb;
   const int nl = (nchunk - lane + 31) >> 5;                    // chunks of this lane in a row
   const size_t tstride = static_cast<size_t>(spans) * 6 * 32;  // uint4 of one token's digits
@@ -138,7 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   }
 }
 
-using IntFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int);
+using IntFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int, int);
 
 struct IntVariant {
   int R, U, t_lo, t_hi;
@@ -179,6 +182,34 @@ int occupancy(int index, int64_t T, IntFn fn) {
 }
 
 }  // namespace
+
+std::pair<int, int> q4int_small_shape() {
+  static const std::pair<int, int> shape = [] {
+    const char* e = std::getenv("MERE_CUDA_MV_SMALL");
+    if (e == nullptr || *e == '\0') return std::pair<int, int>{0, 0};
+    int R = 0, U = 0;
+    char tail = 0;
+    const int n = std::sscanf(e, "%d,%d%c", &R, &U, &tail);
+    int idx = 0;
+    MERE_CHECK(n == 2 && find_int(1, R, U, &idx) != nullptr, "MERE_CUDA_MV_SMALL",
+               "expected R,U of a compiled T = 1 integer shape (4,1 2,1 2,2 3,1 8,1 4,2), got '", e, "'");
+    return std::pair<int, int>{R, U};
+  }();
+  return shape;
+}
+
+int64_t q4int_prefetch_bytes() {
+  static const int64_t bytes = [] {
+    const char* e = std::getenv("MERE_CUDA_MV_PREFETCH");
+    if (e == nullptr || *e == '\0') return int64_t{16} << 20;
+    char* end = nullptr;
+    const long mb = std::strtol(e, &end, 10);
+    MERE_CHECK(end != e && *end == '\0' && mb >= 0 && mb <= 64, "MERE_CUDA_MV_PREFETCH",
+               "expected megabytes as an integer in [0, 64], got '", e, "'");
+    return static_cast<int64_t>(mb) << 20;
+  }();
+  return bytes;
+}
 
 bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
   if (cfg.integer == kIntPipelined) return q4pipe_available(T, cfg);
@@ -281,15 +312,20 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
       if (v == nullptr || slots < best) v = c, index = i, best = slots, blocks = cblocks, nb = cnb;
     }
   } else {
-    v = find_int(T, cfg.rows_per_warp, cfg.unroll, &index);
+    int R = cfg.rows_per_warp, U = cfg.unroll;
+    const std::pair<int, int> small = q4int_small_shape();
+    if (T == 1 && R == 4 && U == 1 && total <= kSmallRows && small.first > 0) R = small.first, U = small.second;
+    v = find_int(T, R, U, &index);
     if (v != nullptr) blocks = int_grid(index, v, T, total, sms, &nb);
   }
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled integer kernel for T=", T, " rows_per_warp=", cfg.rows_per_warp,
              " unroll=", cfg.unroll);
   const IntFn fn = v->fns[T - 1];
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
+  const int64_t warps = blocks * kWarps;
+  const int prefetch = static_cast<int>(std::min<int64_t>(q4int_prefetch_bytes() / warps, int64_t{1} << 30));
   launch("qmatvec_int_kernel", fn, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), 0, s, args, L.dg, L.dsx,
-         static_cast<int>(cols), L.spans, nb);
+         static_cast<int>(cols), L.spans, nb, prefetch);
 }
 
 }  // namespace mere::cuda::detail

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/qmatvec.h"
 
 namespace mere::cuda::detail::qi {
@@ -48,6 +49,31 @@ __device__ __forceinline__ MatRef locate(const IntArgs& a, int row) {
 __device__ __forceinline__ void warp_rows(const IntArgs& a, int64_t gw, int64_t W, int* rb, int* re) {
   *rb = static_cast<int>(gw * static_cast<int64_t>(a.total) / W);
   *re = static_cast<int>((gw + 1) * static_cast<int64_t>(a.total) / W);
+}
+
+// L2 prefetch of the start of this warp's first rows, issued before the PDL wait (weights are
+// written by no kernel, so reading them early is allowed by launch.cuh's contract): while the
+// previous kernel (a norm, a prepare, the GDN or attention pieces) still runs, the resident warps
+// of this launch already pull their first bytes from DRAM. `budget` bytes of codes a warp (0: off),
+// split over its first min(rows, R) rows (each from its start), plus the scales and biases of the
+// same groups; lane r < n takes row r's codes, n + r its scales, 2n + r its biases.
+template <int R>
+__device__ __forceinline__ void prefetch_first_rows(const IntArgs& a, int rb, int re, int cols, int budget) {
+  const int n = min(re - rb, R);
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  if (budget <= 0 || n <= 0 || lane >= 3 * n) return;
+  const int r = lane % n, kind = lane / n;
+  const MatRef M = locate(a, rb + r);
+  const size_t row = static_cast<size_t>(rb + r - M.begin);
+  const size_t row_code = static_cast<size_t>(cols) / 2, row_groups = static_cast<size_t>(cols) / 64;
+  const size_t code = min(row_code, static_cast<size_t>(budget / n));
+  if (kind == 0) {
+    prefetch_l2_inward(reinterpret_cast<const char*>(M.codes) + row * row_code, code);
+  } else {
+    const size_t groups = min(row_groups, (code + 31) / 32);
+    const uint16_t* base = kind == 1 ? M.scales : M.biases;
+    prefetch_l2_inward(base + row * row_groups, groups * 2);
+  }
 }
 
 // The contract's exact chunk sum V = sum q * X for one 32-column chunk: lo/hi = the code word's even

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "backend/cuda/qmatvec.h"
 
@@ -36,6 +37,15 @@ QMatvecConfig q4int_default(int64_t T, IntImpl impl);
 // matrices are spread evenly over a grid of resident warps (at most one wave, so no tail wave).
 void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                   const QMatvecConfig& cfg, int sms);
+// MERE_CUDA_MV_PREFETCH=MB (default 16; 0 turns it off; integer 0..64, else mere::Error): bytes of
+// weight codes the register kernel's warps ask the L2 for before the PDL wait, over the whole launch
+// (each warp the start of its first rows; docs/cuda-kernels.md §1 "v10"). Read once per process.
+int64_t q4int_prefetch_bytes();
+// MERE_CUDA_MV_SMALL=R,U (unset: the default shape): the integer shape of T = 1 launches of at most
+// kSmallRows rows in all (the 27B's out_proj and down, 5,120 rows, where 4-row batches leave ~10
+// warps an SM), else mere::Error. Same contract and bits whatever the shape. Read once per process.
+inline constexpr int64_t kSmallRows = 8192;
+std::pair<int, int> q4int_small_shape();
 
 // The pipelined implementation (qmatvec_int_pipe.cu): whether a shape is compiled for T; whether
 // the matrices allow it (cols % 128 == 0, 16-byte aligned codes, 4-byte aligned scales and biases);

@@ -61,6 +61,7 @@ struct Layout {
   uint4* gdg = nullptr;    // group-integer layout: digit words
   float2* gsx2 = nullptr;  // group-integer layout: {2^-e, sum} per group
   int stride = 0, cols = 0, spans = 0, T = 0;
+  int early = 0;  // the producer writing this layout triggers the next launch early (launch.cuh)
 };
 __host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int bits) {
   Layout L;

@@ -74,7 +74,7 @@ template <int PREP>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
                     float eps, float* y, int64_t ys, prep::Layout L) {
-  pdl_begin();
+  pdl_begin_producer(L.early);
   float* xr = x + blockIdx.x * xs;
   float* yr = y + blockIdx.x * ys;
   float ss = 0.0f;
@@ -108,7 +108,7 @@ template <int PREP>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_v4_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
                        float eps, float* y, int64_t ys, prep::Layout L) {
-  pdl_begin();
+  pdl_begin_producer(L.early);
   float4* xr = reinterpret_cast<float4*>(x + blockIdx.x * xs);
   float4* yr = reinterpret_cast<float4*>(y + blockIdx.x * ys);
   const float4* ar = add ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * n) : nullptr;
@@ -326,7 +326,8 @@ void rms_norm_prep(cudaStream_t s, float* x, const float* add, const float* w, i
                    int bits, float* ws) {
   MERE_CHECK((bits == 4 || bits == 8) && n % 64 == 0, "rms_norm_prep", "expected 4 or 8 bits and a width divisible by 64, got ",
              bits, " bits, width ", n);
-  const prep::Layout L = prep::layout(ws, T, n, bits);
+  prep::Layout L = prep::layout(ws, T, n, bits);
+  L.early = pdl_early() ? 1 : 0;  // the next launch (a matvec on L) may start its prefetch now
   if (bits == 4) launch_norm<4>(s, x, n, add, w, T, n, eps, y, n, L);
   else launch_norm<8>(s, x, n, add, w, T, n, eps, y, n, L);
 }

@@ -37,7 +37,7 @@ struct SigmoidGateSrc {  // out[t, h, d] * sigmoid(qg[t, h, 1, d]); out: [T, nh,
 // (row, chunk of 16 columns).
 template <int BITS, class Src>
 __global__ void src_prepare_kernel(Src src, int T, int cols, prep::Layout L) {
-  pdl_begin();
+  pdl_begin_producer(L.early);
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if constexpr (BITS == 4) {
     const int ng = cols >> 6;
@@ -65,7 +65,8 @@ void launch(cudaStream_t s, const Src& src, int64_t T, int64_t cols, int bits, f
   MERE_CHECK((bits == 4 || bits == 8) && cols % 64 == 0 && T >= 1 && T * cols < (int64_t{1} << 31), what,
              "expected 4 or 8 bits, a width divisible by 64 and T*width < 2^31, got ", bits, " bits, T ", T, ", width ",
              cols);
-  const prep::Layout L = prep::layout(ws, T, cols, bits);
+  prep::Layout L = prep::layout(ws, T, cols, bits);
+  L.early = pdl_early() ? 1 : 0;  // the next launch (a matvec on L) may start its prefetch now
   const int64_t n = bits == 4 ? T * (cols / 64) * 8 : T * (cols / 16);
   const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
   if (bits == 4)
