@@ -26,7 +26,7 @@ bool pdl_early() {
     const char* e = std::getenv("MERE_CUDA_PDL_EARLY");
     const std::string_view v = e ? e : "";
     MERE_CHECK(v.empty() || v == "0" || v == "1", "MERE_CUDA_PDL_EARLY", "expected 0 or 1, got '", v, "'");
-    return v == "1";
+    return v != "0";
   }();
   return on;
 }

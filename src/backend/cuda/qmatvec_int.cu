@@ -186,7 +186,7 @@ int occupancy(int index, int64_t T, IntFn fn) {
 std::pair<int, int> q4int_small_shape() {
   static const std::pair<int, int> shape = [] {
     const char* e = std::getenv("MERE_CUDA_MV_SMALL");
-    if (e == nullptr || *e == '\0') return std::pair<int, int>{0, 0};
+    if (e == nullptr || *e == '\0') return std::pair<int, int>{2, 1};  // session 14 A/B: +3% 27B decode
     int R = 0, U = 0;
     char tail = 0;
     const int n = std::sscanf(e, "%d,%d%c", &R, &U, &tail);
