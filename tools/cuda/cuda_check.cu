@@ -243,6 +243,8 @@ const QMatvecConfig kSimtConfigs[] = {{4, 2}, {4, 4}, {2, 4}, {8, 1}, {2, 2}, {4
 const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0, 0, 1}, {3, 1, 0, 0, 1},
                                      {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1}, {-1, 1, 0, 0, 1},  // -1: R picked per launch (fit)
                                      {4, 1, 0, 3, 2}, {2, 1, 0, 4, 2},
+                                     // bulk-copy kernel (integer 5): {rows a batch, 1, 0, stages}
+                                     {4, 1, 0, 4, 5}, {2, 1, 0, 8, 5}, {4, 1, 0, 6, 5},
                                      // tensor-core integer kernel (integer 3): {16 rows a warp, 1, 0, ring stages}
                                      {16, 1, 0, 8, 3}, {16, 1, 0, 16, 3}};
 // group-integer tensor-core kernel (integer 4, its own contract): {16, 1 ring / 2 two batches,
@@ -256,6 +258,8 @@ std::string cfg_name(const QMatvecConfig& c) {
   char b[64];
   if (c.integer == 2)
     std::snprintf(b, sizeof(b), "pipe R=%d D=%d", c.rows_per_warp, c.stages);
+  else if (c.integer == 5)
+    std::snprintf(b, sizeof(b), "bulk R=%d D=%d", c.rows_per_warp, c.stages);
   else if (c.integer == 3)
     std::snprintf(b, sizeof(b), "mma D=%d", c.stages);
   else if (c.integer == 4)
@@ -889,6 +893,7 @@ void bench_qmatvec(CudaDevice& dev) {
       if (s.rows == 17408) {
         for (int T : {1, 2, 4, 8, 9})
           for (const QMatvecConfig& c : {kIntConfigs[0], QMatvecConfig{-1, 1, 0, 0, 1}, QMatvecConfig{4, 1, 0, 3, 2},
+                                         QMatvecConfig{4, 1, 0, 4, 5}, QMatvecConfig{2, 1, 0, 8, 5},
                                          QMatvecConfig{16, 1, 0, 8, 3}, kGmConfigs[0], kGmConfigs[6]}) {
           if (!qmatvec_config_available(bits, T, c) || !want_kernel(c.integer == 4 ? "gmma" : "int")) continue;
           qmatvec_prepare(dev, x.as<float>(), T, s.cols, bits, ws.as<float>());

@@ -396,16 +396,22 @@ void attn_gqa(const std::string& root, const std::string& name) {
 // MERE_CUDA_FUSE (fused producers + multi-matrix matvec + residual epilogue, the default) against
 // MERE_CUDA_FUSE=0 (the unfused launch sequence): the same arithmetic by construction, so every
 // logit must be bitwise equal. The engine reads the variable when it is constructed: two loads.
-void fusion(const std::string& root, const std::string& name, const std::string& dir) {
+// The engine loaded with `var` unset (the default) against `var`=`value`: decode, verification and
+// MTP-head logits bitwise, greedy generations equal (switches that must not change a bit). `var` is
+// read at engine load (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE), so both engines live side by side.
+void env_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
+              const char* value) {
   std::unique_ptr<Qwen35Model> fused, plain;
   {
-    ScopedEnv e("MERE_CUDA_FUSE", nullptr);
+    ScopedEnv e(var, nullptr);
     fused = Qwen35Model::load(dir, "cuda");
   }
   {
-    ScopedEnv e("MERE_CUDA_FUSE", "0");
+    ScopedEnv e(var, value);
     plain = Qwen35Model::load(dir, "cuda");
   }
+  const std::string label = std::string(var) == "MERE_CUDA_FUSE" ? std::string("fused vs MERE_CUDA_FUSE=0")
+                                                                  : std::string("default vs ") + var + "=" + value;
   const int64_t V = plain->config().vocab_size, H = plain->config().hidden_size;
   const auto ids = read_ids(root + "/tests/data/mtp/" + name + "/input_ids.json");
   auto run = [&](const Qwen35Model& m, std::vector<float>& mtp_lg) {
@@ -434,11 +440,11 @@ void fusion(const std::string& root, const std::string& name, const std::string&
                 (long long)rows, d.max_abs,
                 mf.empty() ? "" : (", MTP head " + std::to_string(dm.bitwise_rows) + "/9").c_str());
   report(d.finite && d.bitwise_rows == rows && (mf.empty() || dm.bitwise_rows == 9),
-         name + " fused vs MERE_CUDA_FUSE=0: decode, T=9 verification and MTP-head logits bitwise", buf);
+         name + " " + label + ": decode, T=9 verification and MTP-head logits bitwise", buf);
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 8);
   const bool g_plain = generate(*fused, prompt, 64, false) == generate(*plain, prompt, 64, false);
   const bool g_mtp = !plain->has_mtp() || generate(*fused, prompt, 64, true) == generate(*plain, prompt, 64, true);
-  report(g_plain && g_mtp, name + " fused vs MERE_CUDA_FUSE=0: greedy 64 tokens equal",
+  report(g_plain && g_mtp, name + " " + label + ": greedy 64 tokens equal",
          std::string("plain ") + (g_plain ? "equal" : "DIFFER") +
              (plain->has_mtp() ? std::string(", MTP ") + (g_mtp ? "equal" : "DIFFER") : std::string()));
   if (dir.rfind(root + "/models/", 0) != 0) {  // a derived checkpoint: also against the CPU reference
@@ -451,6 +457,10 @@ void fusion(const std::string& root, const std::string& name, const std::string&
     report(dc.finite && dc.nmse <= 1e-10 && dc.argmax_agree == rows, name + " (4-bit copy) fused CUDA vs CPU reference",
            buf);
   }
+}
+
+void fusion(const std::string& root, const std::string& name, const std::string& dir) {
+  env_pair(root, name, dir, "MERE_CUDA_FUSE", "0");
 }
 
 }  // namespace
@@ -474,6 +484,9 @@ int main(int argc, char** argv) {
     guarded(name + " attention gqa", [&] { attn_gqa(root, name); });
   }
   guarded("qwen35-moe-tiny fusion", [&] { fusion(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny"); });
+  guarded("qwen35-moe-tiny routing in gate/up", [&] {
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "fused");
+  });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {
     QuantizeOptions q;
     q.in_dir = root + "/models/qwen35-dense-tiny";

@@ -76,6 +76,42 @@ __device__ __forceinline__ void prefetch_first_rows(const IntArgs& a, int rb, in
   }
 }
 
+// Where a warp is in its sequence of sub-batches (a batch of at most R rows, cut at matrix
+// boundaries) and iterations (32-chunk steps along the row; nit a row, the same for every lane).
+struct Cursor {
+  MatRef M;
+  int k, r0, bend, nr, l0, i;
+  bool done;
+};
+__device__ __forceinline__ void cursor_rows(Cursor& c, const IntArgs& a) {
+  c.M = qi::locate(a, c.r0);
+  c.nr = min(c.bend, c.M.end) - c.r0;
+  c.l0 = c.r0 - c.M.begin;
+  c.i = 0;
+}
+// First non-empty batch at or after c.k (batch k = flat rows [rb + k*rows_w/nb, rb + (k+1)*rows_w/nb)).
+__device__ __forceinline__ void cursor_batch(Cursor& c, const IntArgs& a, int rb, int rows_w, int nb) {
+  for (; c.k < nb; ++c.k) {
+    c.r0 = rb + static_cast<int>(static_cast<int64_t>(c.k) * rows_w / nb);
+    c.bend = rb + static_cast<int>((static_cast<int64_t>(c.k) + 1) * rows_w / nb);
+    if (c.r0 < c.bend) {
+      cursor_rows(c, a);
+      return;
+    }
+  }
+  c.done = true;
+}
+__device__ __forceinline__ void cursor_next(Cursor& c, const IntArgs& a, int rb, int rows_w, int nb, int nit) {
+  if (++c.i < nit) return;
+  c.r0 += c.nr;
+  if (c.r0 < c.bend) {
+    cursor_rows(c, a);
+    return;
+  }
+  ++c.k;
+  cursor_batch(c, a, rb, rows_w, nb);
+}
+
 // The contract's exact chunk sum V = sum q * X for one 32-column chunk: lo/hi = the code word's even
 // / odd nibbles as bytes, d[0..5] = the digit units (2*dig: even columns, 2*dig+1: odd). The three
 // digit sums are independent chains (integers: any order gives the same V).

@@ -32,6 +32,11 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
                                                                         cfg_.head_dim));
   const char* fu = std::getenv("MERE_CUDA_FUSE");
   fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
+  const char* mr = std::getenv("MERE_CUDA_MOE_ROUTE");
+  const std::string_view mv = mr ? mr : "";
+  MERE_CHECK(mv.empty() || mv == "fused" || mv == "separate", "MERE_CUDA_MOE_ROUTE", "expected fused or separate, got '",
+             mv, "'");
+  moe_route_fused_ = mv == "fused";
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head", true);
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");

@@ -122,6 +122,9 @@ class CudaEngine final : public DeviceEngine {
   // MERE_CUDA_FUSE (default on; 0 off; always off with the tensor-core matvec): producers fused with
   // the matvec's prepare, shared-input projections in one launch, residual adds in the epilogue
   bool fuse_ = true;
+  // MERE_CUDA_MOE_ROUTE=fused: the MoE routing runs inside the gate/up launch (k::moe_route_gate_up,
+  // the same bits; one launch fewer a MoE layer); unset or separate: its own launch. Read at load.
+  bool moe_route_fused_ = false;
 
   // scratch of one pass
   DeviceBuffer scratch_;

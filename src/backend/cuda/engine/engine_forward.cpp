@@ -134,8 +134,9 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
 }
 
 // x += ffn(xn). MoE with 4/8-bit experts: router + shared-expert gate (one prepare), routing (a
-// warp per token), one launch for gate+up+SwiGLU of the K experts and the shared expert, one for
-// down + combine + residual add (k_moe.cu); other formats take the generic gathered matvec.
+// warp per token; with MERE_CUDA_MOE_ROUTE=fused inside the gate/up launch), one launch for
+// gate+up+SwiGLU of the K experts and the shared expert, one for down + combine + residual add
+// (k_moe.cu); other formats take the generic gathered matvec.
 void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x) {
   cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size;
@@ -153,9 +154,16 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
   }
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, Ie = L.experts.gate.rows;
   linear_shared({{&L.router, rlog_}, {&L.shared_gate, sg_}}, xn, T, xn_prepared);
+  const bool fused = k::moe_fused_supported(L.experts.gate, L.experts.up, L.experts.down, L.shared.gate,
+                                            L.shared.up, L.shared.down, K);
+  if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K)) {
+    k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
+                         ridx_, rw_, xn, T, K, eg_, f1_);
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
+    return;
+  }
   k::moe_route(s, rlog_, T, E, K, cfg_.norm_topk_prob, ridx_, rw_);
-  if (k::moe_fused_supported(L.experts.gate, L.experts.up, L.experts.down, L.shared.gate, L.shared.up,
-                             L.shared.down, K)) {
+  if (fused) {
     k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_);
     k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
     return;

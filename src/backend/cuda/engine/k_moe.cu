@@ -23,13 +23,13 @@ namespace {
 
 constexpr int kRouteThreads = 32;
 
-__global__ void __launch_bounds__(kRouteThreads)
-    moe_route_kernel(const float* __restrict__ logits, int E, int K, bool renorm, int32_t* __restrict__ idx,
-                     float* __restrict__ w) {
-  pdl_begin();
-  extern __shared__ float p[];  // [E] probabilities, then [K] the selected ones
-  const int t = blockIdx.x, lane = threadIdx.x;
-  const float* lg = logits + static_cast<int64_t>(t) * E;
+// The routing of one token by one warp (lane = threadIdx.x & 31): softmax of lg[0, E) into p[0, E)
+// (shared), top-k into p[E, E + K) and sidx[0, K) (shared, may be null), and, where given, the ids
+// and (renormalised) weights into idx[0, K) / w[0, K) (global). moe_route_kernel and the routing
+// moe_gate_up run exactly this code, so their ids and weights are bitwise the same.
+__device__ __forceinline__ void route_token(const float* __restrict__ lg, int E, int K, bool renorm, float* p,
+                                            int32_t* sidx, int32_t* __restrict__ idx, float* __restrict__ w) {
+  const int lane = threadIdx.x & 31;
   float mx = -INFINITY;
   for (int e = lane; e < E; e += 32) mx = fmaxf(mx, lg[e]);
 #pragma unroll
@@ -70,12 +70,23 @@ __global__ void __launch_bounds__(kRouteThreads)
     if (lane == 0) {
       p[bi] = -2.0f;
       p[E + k] = bv;
-      idx[t * K + k] = bi;
+      if (sidx) sidx[k] = bi;
+      if (idx) idx[k] = bi;
     }
     __syncwarp();
     topsum = __fadd_rn(topsum, bv);  // the CPU's order: k = 0, 1, ...
   }
-  for (int k = lane; k < K; k += 32) w[t * K + k] = renorm ? __fdiv_rn(p[E + k], topsum) : p[E + k];
+  if (w)
+    for (int k = lane; k < K; k += 32) w[k] = renorm ? __fdiv_rn(p[E + k], topsum) : p[E + k];
+}
+
+__global__ void __launch_bounds__(kRouteThreads)
+    moe_route_kernel(const float* __restrict__ logits, int E, int K, bool renorm, int32_t* __restrict__ idx,
+                     float* __restrict__ w) {
+  pdl_begin();
+  extern __shared__ float p[];  // [E] probabilities, then [K] the selected ones
+  const int t = blockIdx.x;
+  route_token(logits + static_cast<int64_t>(t) * E, E, K, renorm, p, nullptr, idx + t * K, w + t * K);
 }
 
 __device__ __forceinline__ float bf(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
@@ -132,10 +143,13 @@ struct Geo {
 
 // Shared x: chunks [0, nchunk) of src (contiguous floats), prescaled, padded; xsum[c] = sum of the
 // chunk's raw values in column order. Block-cooperative; the caller synchronises.
+// Threads [first, blockDim.x) take the chunks (each chunk's values do not depend on which thread).
 template <int BITS>
-__device__ __forceinline__ void fill_x(const float* __restrict__ src, int nchunk, float* xs, float* xsum) {
+__device__ __forceinline__ void fill_x(const float* __restrict__ src, int nchunk, float* xs, float* xsum,
+                                       int first = 0) {
   using G = Geo<BITS>;
-  for (int c = threadIdx.x; c < nchunk; c += blockDim.x) {
+  for (int c = static_cast<int>(threadIdx.x) - first; c < nchunk; c += static_cast<int>(blockDim.x) - first) {
+    if (c < 0) break;
     const float* xr = src + static_cast<int64_t>(c) * G::E;
     float s = 0.0f;
 #pragma unroll
@@ -229,11 +243,25 @@ constexpr int kWarps = 8;      // warps of a block
 constexpr int kUpRows = 2;     // rows a warp of moe_gate_up owns (gate and up of each: 4 row-dots)
 constexpr int kDownGroup = 8;  // expert rows of moe_down in flight per warp
 
+// The routing inputs of a moe_gate_up that routes its own token (ROUTE): the router logits [T, E],
+// and where block (0, 0) of each token writes the ids and weights moe_down reads.
+struct RouteIn {
+  const float* logits;
+  int E;
+  bool renorm;
+  int32_t* idx;
+  float* w;
+};
+
 // grid (ceil(max(Ie, Is) / (kWarps*kUpRows)), K + 1, T); block k == K is the shared expert.
-template <int BITS>
+// ROUTE: each expert block first routes its token with warp 0 (route_token, the moe_route kernel's
+// code: the same ids and weights) while the other warps stage x, so no routing launch sits between
+// the router matvec and this one; block (0, 0) of the token also writes idx / w for moe_down.
+template <int BITS, bool ROUTE>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_gate_up_kernel(DMat gate, DMat up, DMat sgate, DMat sup, const int32_t* __restrict__ idx,
-                       const float* __restrict__ x, int K, float* __restrict__ h, float* __restrict__ hs) {
+                       const float* __restrict__ x, int K, float* __restrict__ h, float* __restrict__ hs,
+                       RouteIn route) {
   pdl_begin();
   using G = Geo<BITS>;
   extern __shared__ float4 smem4[];
@@ -252,8 +280,26 @@ __global__ void __launch_bounds__(kWarps * 32)
   const uint16_t* ubi = shared ? sup.biases : up.biases;
   const int rb = blockIdx.x * kWarps * kUpRows;
   if (rb >= rows) return;  // the whole block
-  const int64_t base = shared ? 0 : static_cast<int64_t>(idx[t * K + k]) * rows;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  bool staged = false;
+  int64_t expert = 0;
+  if constexpr (ROUTE) {
+    if (!shared) {  // route with warp 0 (p, sidx after x in shared memory), stage x with the others
+      float* p = xsum + nchunk;
+      int32_t* sidx = reinterpret_cast<int32_t*>(p + route.E + K);
+      const bool writer = blockIdx.x == 0 && k == 0;
+      if (warp == 0)
+        route_token(route.logits + static_cast<int64_t>(t) * route.E, route.E, K, route.renorm, p, sidx,
+                    writer ? route.idx + t * K : nullptr, writer ? route.w + t * K : nullptr);
+      else
+        fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum, 32);
+      __syncthreads();
+      expert = sidx[k];
+      staged = true;
+    }
+  }
+  if (!ROUTE && !shared) expert = idx[t * K + k];
+  const int64_t base = expert * rows;
   const int r0 = rb + warp * kUpRows;
   QRow rr[2 * kUpRows];
 #pragma unroll
@@ -265,8 +311,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   uint4 wv[2 * kUpRows];
   load_rows<BITS, 2 * kUpRows>(rr, lane, nchunk, wv);  // in flight while x is staged
-  fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum);
-  __syncthreads();
+  if (!staged) {
+    fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum);
+    __syncthreads();
+  }
   float d[2 * kUpRows];
   dot_rows<BITS, 2 * kUpRows>(rr, nchunk, xs, xsum, wv, d);
   if (lane < kUpRows && r0 + lane < rows) {
@@ -377,18 +425,48 @@ bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, con
          H < (int64_t{1} << 30);
 }
 
-void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
-                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs) {
+namespace {
+void launch_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
+                    const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, const RouteIn* route) {
   const int64_t rows = std::max(gate.rows, sgate.rows);
   dim3 grid(static_cast<unsigned>((rows + kWarps * kUpRows - 1) / (kWarps * kUpRows)), static_cast<unsigned>(K + 1),
             static_cast<unsigned>(T));
-  const size_t smem = smem_floats(gate.bits, gate.cols) * 4;
-  if (gate.bits == 4)
-    launch("moe_gate_up_kernel<4>", &moe_gate_up_kernel<4>, grid, kWarps * 32, smem, s, gate, up, sgate, sup, idx, x,
-           static_cast<int>(K), h, hs);
+  const size_t smem = (smem_floats(gate.bits, gate.cols) + (route ? static_cast<size_t>(route->E + 2 * K) : 0)) * 4;
+  const RouteIn r = route ? *route : RouteIn{};
+  const int k = static_cast<int>(K);
+  if (gate.bits == 4 && route)
+    launch("moe_gate_up_kernel<4> (routing)", &moe_gate_up_kernel<4, true>, grid, kWarps * 32, smem, s, gate, up,
+           sgate, sup, idx, x, k, h, hs, r);
+  else if (gate.bits == 4)
+    launch("moe_gate_up_kernel<4>", &moe_gate_up_kernel<4, false>, grid, kWarps * 32, smem, s, gate, up, sgate, sup,
+           idx, x, k, h, hs, r);
+  else if (route)
+    launch("moe_gate_up_kernel<8> (routing)", &moe_gate_up_kernel<8, true>, grid, kWarps * 32, smem, s, gate, up,
+           sgate, sup, idx, x, k, h, hs, r);
   else
-    launch("moe_gate_up_kernel<8>", &moe_gate_up_kernel<8>, grid, kWarps * 32, smem, s, gate, up, sgate, sup, idx, x,
-           static_cast<int>(K), h, hs);
+    launch("moe_gate_up_kernel<8>", &moe_gate_up_kernel<8, false>, grid, kWarps * 32, smem, s, gate, up, sgate, sup,
+           idx, x, k, h, hs, r);
+}
+}  // namespace
+
+void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
+                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs) {
+  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, nullptr);
+}
+
+bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K) {
+  constexpr size_t kMaxSmem = 48 * 1024;
+  return E >= 1 && E <= 8192 && K >= 1 && K <= E &&
+         (smem_floats(gate.bits, gate.cols) + static_cast<size_t>(E + 2 * K)) * 4 <= kMaxSmem;
+}
+
+void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
+                       const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
+                       int64_t K, float* h, float* hs) {
+  MERE_CHECK(moe_route_gate_up_supported(gate, E, K), "cuda moe", "routing gate/up: unsupported experts E ", E,
+             " top-k ", K, " or width ", gate.cols);
+  const RouteIn r{logits, static_cast<int>(E), renorm, idx, w};
+  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r);
 }
 
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Next session's first device call (written in session 14, not run yet): the experiments session 14
+# compiled but could not run (its device time was spent). Binaries: scripts/build-cuda.sh mere.run
+# mere_engine_check mere_cuda_check, packed into build/carry/bin.tar.xz. LIMIT seconds (540):
+#  1. mere_cuda_check --no-bench: the bulk-copy matvec (MERE_CUDA_QMATVEC=int-bulk, v11) must be
+#     bitwise the register kernel at every shape and T = 1..9
+#  2. engine_check (now with the MoE routing-in-gate/up pair, MERE_CUDA_MOE_ROUTE=fused), and the
+#     whole engine_check again with MERE_CUDA_QMATVEC=int-bulk
+#  3. mere_cuda_check --kernels int: the matvec sweep with the bulk shapes
+#  4. ab27: int vs int-bulk; ab35: default, routing fused, int-bulk, both
+#  5. verify-bench at the 27B geometry (issue 7) with int and int-bulk
+R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
+t0=$SECONDS; LIMIT=${LIMIT:-540}
+left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }
+pack() { tar czf $R/x.tgz -C $OUT .; }
+($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
+timeout 150 $B/mere_cuda_check --no-bench >$OUT/cuda_check.log 2>&1; echo "cuda_check rc=$? $((SECONDS-t0))s"
+grep -E "FAIL|integer: all|checks" $OUT/cuda_check.log | tail -8; pack
+$B/mere_engine_check . >$OUT/engine_check.log 2>&1; echo "ec rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks|ROUTE" $OUT/engine_check.log; pack
+MERE_CUDA_QMATVEC=int-bulk $B/mere_engine_check . >$OUT/ec-bulk.log 2>&1; echo "ec bulk rc=$? $((SECONDS-t0))s"
+grep -E "FAIL|checks" $OUT/ec-bulk.log; pack
+left 300 && { timeout 120 $B/mere_cuda_check --kernels int --json $OUT/cuda_check_int.json >$OUT/cuda_check_int.log 2>&1
+  grep -E "q4int.*T=1 |multi" $OUT/cuda_check_int.log | head -40; pack; }
+wait
+Q=MERE_CUDA_QMATVEC
+left 200 && AB="$Q=int;$Q=int-bulk" bash tools/cuda/engine_run.sh ab27; pack
+left 120 && AB="$Q=int;MERE_CUDA_MOE_ROUTE=fused;$Q=int-bulk;$Q=int-bulk MERE_CUDA_MOE_ROUTE=fused" bash tools/cuda/engine_run.sh ab35; pack
+left 90 && MVS="int int-bulk" bash tools/cuda/engine_run.sh vb27; pack
+echo "total $((SECONDS-t0))s"; pack
