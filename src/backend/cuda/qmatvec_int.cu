@@ -266,12 +266,7 @@ namespace {
 // R), so none runs a batch more than the others (v6a cut 9-row warps into batches of 4, 4, 1 next to
 // 8-row warps' 4, 4: SMs idle 20% of the kernel, ncu). Returns the block count; *nb is set.
 int64_t int_grid(int index, const IntVariant* v, int64_t T, int64_t total, int sms, int* nb) {
-  const int64_t R = v->R;
-  const int64_t resident_warps = static_cast<int64_t>(occupancy(index, T, v->fns[T - 1])) * sms * kWarps;
-  const int64_t blocks = (std::min((total + R - 1) / R, resident_warps) + kWarps - 1) / kWarps;
-  const int64_t per_warp = (total + blocks * kWarps - 1) / (blocks * kWarps);
-  *nb = static_cast<int>((per_warp + R - 1) / R);
-  return blocks;
+  return qi::ring_grid(occupancy(index, T, v->fns[T - 1]), sms, v->R, total, nb);
 }
 }  // namespace
 

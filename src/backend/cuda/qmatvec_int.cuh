@@ -5,9 +5,13 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec.h"
 
 namespace mere::cuda::detail::qi {
@@ -139,6 +143,87 @@ __device__ __forceinline__ void split_nibbles(const uint4& w, uint32_t (&lo)[4],
   lo[1] = w.y & 0x0F0F0F0Fu, hi[1] = (w.y >> 4) & 0x0F0F0F0Fu;
   lo[2] = w.z & 0x0F0F0F0Fu, hi[2] = (w.z >> 4) & 0x0F0F0F0Fu;
   lo[3] = w.w & 0x0F0F0F0Fu, hi[3] = (w.w >> 4) & 0x0F0F0F0Fu;
+}
+
+
+// One iteration of a streamed kernel (pipe, bulk) for R rows and T tokens, once the lane's code
+// words are split (lo/hi) and its group's scale and bias are in sc/bi: the register kernel's chunk
+// arithmetic, acc[r][t] = fma(sc, fl(V) * 2^-e, fma(bi, sum x, acc)). xt0 = dg + 192 i + lane (this
+// iteration's digits of token 0), cj = dsx + j (the chunk's {2^-e, sum} of token 0).
+template <int T, int R>
+__device__ __forceinline__ void chunk_step(const uint32_t (&lo)[R][4], const uint32_t (&hi)[R][4], const float (&sc)[R],
+                                           const float (&bi)[R], const uint4* __restrict__ xt0, size_t tstride,
+                                           const float2* __restrict__ cj, int nchunk, float (&acc)[R][T]) {
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    const uint4* xt = xt0 + t * tstride;
+    uint4 d[6];
+#pragma unroll
+    for (int e = 0; e < 6; ++e) d[e] = __ldg(xt + 32 * e);
+    const float2 ci = __ldg(cj + static_cast<size_t>(t) * nchunk);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float qx = __fmul_rn(__int2float_rn(chunk_dot(lo[r], hi[r], d)), ci.x);
+      acc[r][t] = __fmaf_rn(sc[r], qx, __fmaf_rn(bi[r], ci.y, acc[r][t]));
+    }
+  }
+}
+
+// The end of a cursor's sub-batch: butterfly-reduce each (row, token), store (or add) the live rows,
+// clear the accumulators for the next sub-batch.
+template <int T, int R>
+__device__ __forceinline__ void store_rows(float (&acc)[R][T], const Cursor& c, int lane) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const float v = qm::butterfly_sum(acc[r][t]);
+      acc[r][t] = 0.0f;
+      if (r < c.nr && lane == (r * T + t) % 32) {
+        float* yp = c.M.y + static_cast<size_t>(t) * c.M.rows + c.l0 + r;
+        *yp = c.M.accumulate ? __fadd_rn(*yp, v) : v;
+      }
+    }
+}
+
+
+// ---- host side of the streamed kernels (pipe, bulk): their compiled shapes, occupancy and grid.
+using RingFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int);
+// R rows a batch, D stages, compiled for T in [t_lo, t_hi], `smem` bytes of dynamic shared memory.
+struct RingVariant {
+  int R, D, t_lo, t_hi, smem;
+  RingFn fns[kMaxSkinnyRows];
+};
+inline const RingVariant* find_ring(const RingVariant* v, int n, int64_t T, int R, int D, int* index) {
+  for (int i = 0; i < n; ++i)
+    if (v[i].R == R && v[i].D == D && T >= v[i].t_lo && T <= v[i].t_hi) {
+      *index = i;
+      return &v[i];
+    }
+  return nullptr;
+}
+// Blocks a multiprocessor holds of a table's variant at T with its ring (the dynamic shared-memory
+// limit raised once per kernel first); at least 1. One object per table (a function-local static).
+class RingOccupancy {
+ public:
+  int get(int index, int64_t T, const RingVariant& v) {
+    if (!raised_[index][T - 1].exchange(true))
+      MERE_CUDA_CHECK(cudaFuncSetAttribute(v.fns[T - 1], cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem));
+    return std::max(1, cache_.get(index, T, v.fns[T - 1], kWarps * 32, static_cast<size_t>(v.smem)));
+  }
+
+ private:
+  qm::OccupancyCache<8, kMaxSkinnyRows> cache_;
+  std::atomic<bool> raised_[8][kMaxSkinnyRows] = {};
+};
+// The register kernel's grid rule: every resident warp (at most one wave), rows spread evenly, the
+// same batch count nb in every warp. Returns the block count.
+inline int64_t ring_grid(int occupancy, int sms, int64_t R, int64_t total, int* nb) {
+  const int64_t resident_warps = static_cast<int64_t>(occupancy) * sms * kWarps;
+  const int64_t blocks = (std::min((total + R - 1) / R, resident_warps) + kWarps - 1) / kWarps;
+  const int64_t per_warp = (total + blocks * kWarps - 1) / (blocks * kWarps);
+  *nb = static_cast<int>((per_warp + R - 1) / R);
+  return blocks;
 }
 
 }  // namespace mere::cuda::detail::qi

@@ -17,7 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
+#include <iterator>
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -147,77 +147,26 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
         bi[r] = qm::bf16_to_f32(bw);
         qi::split_nibbles(w, lo[r], hi[r]);
       }
-#pragma unroll
-      for (int t = 0; t < T; ++t) {
-        const uint4* xt = dg + t * tstride + 192 * cons.i + lane;
-        uint4 d[6];
-#pragma unroll
-        for (int e = 0; e < 6; ++e) d[e] = __ldg(xt + 32 * e);
-        const float2 ci = __ldg(dsx + static_cast<size_t>(t) * nchunk + j);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const float qx = __fmul_rn(__int2float_rn(qi::chunk_dot(lo[r], hi[r], d)), ci.x);
-          acc[r][t] = __fmaf_rn(sc[r], qx, __fmaf_rn(bi[r], ci.y, acc[r][t]));
-        }
-      }
+      qi::chunk_step<T, R>(lo, hi, sc, bi, dg + 192 * cons.i + lane, tstride, dsx + j, nchunk, acc);
     }
-    if (cons.i == nit - 1) {  // the sub-batch's last iteration: reduce and store its rows
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int t = 0; t < T; ++t) {
-          const float v = qm::butterfly_sum(acc[r][t]);
-          acc[r][t] = 0.0f;
-          if (r < cons.nr && lane == (r * T + t) % 32) {
-            float* yp = cons.M.y + static_cast<size_t>(t) * cons.M.rows + cons.l0 + r;
-            *yp = cons.M.accumulate ? __fadd_rn(*yp, v) : v;
-          }
-        }
-    }
+    if (cons.i == nit - 1) qi::store_rows<T, R>(acc, cons, lane);  // the sub-batch's last iteration
     cursor_next(cons, args, rb, rows_w, nb, nit);
   }
 }
 
-using BulkFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int);
-
-struct BulkVariant {
-  int R, D, t_lo, t_hi, smem;
-  BulkFn fns[kMaxSkinnyRows];
-};
-
 template <int R, int D, int TLO, int THI, int MINB>
-BulkVariant make_bulk() {
-  BulkVariant v{R, D, TLO, THI, kWarps * bulk_ring_bytes<R, D>(), {}};
+qi::RingVariant make_bulk() {
+  qi::RingVariant v{R, D, TLO, THI, kWarps * bulk_ring_bytes<R, D>(), {}};
   qm::fill_by_T<TLO, THI>(v.fns, [](auto t) { return &qmatvec_int_bulk_kernel<decltype(t)::value, R, D, MINB>; });
   return v;
 }
 
-const BulkVariant* bulk_variants(int* count) {
+const qi::RingVariant* find_bulk(int64_t T, int R, int D, int* index) {
   // R4D4: 8 KB of codes a warp in flight (37 KB a block, 4 blocks an SM); R2D8 the same bytes over
   // twice the warps' rows; R4D6 deeper (55 KB a block, 3 blocks an SM)
-  static const BulkVariant table[] = {make_bulk<4, 4, 1, 9, 4>(), make_bulk<2, 8, 1, 9, 4>(),
-                                      make_bulk<4, 6, 1, 4, 3>()};
-  *count = static_cast<int>(sizeof(table) / sizeof(table[0]));
-  return table;
-}
-
-const BulkVariant* find_bulk(int64_t T, int R, int D, int* index) {
-  int n = 0;
-  const BulkVariant* v = bulk_variants(&n);
-  for (int i = 0; i < n; ++i)
-    if (v[i].R == R && v[i].D == D && T >= v[i].t_lo && T <= v[i].t_hi) {
-      *index = i;
-      return &v[i];
-    }
-  return nullptr;
-}
-
-int bulk_occupancy(int index, int64_t T, const BulkVariant& v) {
-  static qm::OccupancyCache<8, kMaxSkinnyRows> cache;
-  static std::atomic<bool> raised[8][kMaxSkinnyRows] = {};
-  if (!raised[index][T - 1].exchange(true))
-    MERE_CUDA_CHECK(cudaFuncSetAttribute(v.fns[T - 1], cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem));
-  return std::max(1, cache.get(index, T, v.fns[T - 1], kWarps * 32, static_cast<size_t>(v.smem)));
+  static const qi::RingVariant table[] = {make_bulk<4, 4, 1, 9, 4>(), make_bulk<2, 8, 1, 9, 4>(),
+                                          make_bulk<4, 6, 1, 4, 3>()};
+  return qi::find_ring(table, static_cast<int>(std::size(table)), T, R, D, index);
 }
 
 }  // namespace
@@ -241,15 +190,12 @@ bool q4bulk_supported(const QMatvecOut* outs, int n, int64_t cols) {
 void q4bulk_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int64_t T, int64_t cols,
                    const QMatvecConfig& cfg, int sms) {
   int index = 0;
-  const BulkVariant* v = find_bulk(T, cfg.rows_per_warp, cfg.stages, &index);
+  const qi::RingVariant* v = find_bulk(T, cfg.rows_per_warp, cfg.stages, &index);
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled bulk-copy integer kernel for T=", T,
              " rows_per_warp=", cfg.rows_per_warp, " stages=", cfg.stages);
-  // the register kernel's grid rule (int_grid): every resident warp, the same batch count in each
-  const int64_t R = v->R, total = args.total;
-  const int64_t resident_warps = static_cast<int64_t>(bulk_occupancy(index, T, *v)) * sms * kWarps;
-  const int64_t blocks = (std::min((total + R - 1) / R, resident_warps) + kWarps - 1) / kWarps;
-  const int64_t per_warp = (total + blocks * kWarps - 1) / (blocks * kWarps);
-  const int nb = static_cast<int>((per_warp + R - 1) / R);
+  static qi::RingOccupancy occupancy;
+  int nb = 0;
+  const int64_t blocks = qi::ring_grid(occupancy.get(index, T, *v), sms, v->R, args.total, &nb);
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
   launch("qmatvec_int_bulk_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32),
          static_cast<size_t>(v->smem), s, args, L.dg, L.dsx, static_cast<int>(cols), L.spans, nb);
