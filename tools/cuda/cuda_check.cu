@@ -237,6 +237,8 @@ void ref_linear_parallel(const Matrix& W, const float* x, int64_t T, float* y) {
 const QMatvecConfig kTcConfigs[] = {{16, 1, 4, 8}, {32, 1, 4, 8}, {32, 1, 4, 6},
                                     {32, 2, 4, 0}, {16, 4, 2, 0}, {16, 2, 4, 0}};
 const QMatvecConfig kSimtConfigs[] = {{4, 2}, {4, 4}, {2, 4}, {8, 1}, {2, 2}, {4, 1}};
+// 8-bit SIMT shapes {rows a warp, chunks in flight}: the T <= 4 default, the router shapes, T >= 5's
+const QMatvecConfig kSimt8Configs[] = {{4, 2}, {1, 4}, {2, 2}, {4, 1}};
 // integer kernel {rows a batch, chunks in flight}; kIntConfigs[0] is the reference shape of the bitwise checks (the default is R=fit)
 // unavailable (shape, T) pairs are skipped
 // (register kernel: integer 1; pipelined kernel: integer 2 {rows a batch, 1, 0, stages})
@@ -357,7 +359,6 @@ void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, 
   for (int64_t T = 2; T <= TM; ++T) bad += mismatches(run(T, dx.as<float>(), QMatvecConfig{}), T, y1, &first);
   record_bool(std::string(tag) + " batch invariance T=1..9 bitwise", bad == 0,
               bad == 0 ? "all rows equal" : std::to_string(bad) + " mismatches, first " + first);
-  if (bits != 4) return;
   // one kernel family: every compiled launch shape at T = 1..9 gives bitwise the 1-row results of
   // the family's first shape
   auto family_bitwise = [&](const char* what, const QMatvecConfig* cfgs, size_t ncfg) {
@@ -376,6 +377,10 @@ void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, 
                 std::to_string(calls) + " calls, " + std::to_string(badf) + " mismatches" +
                     (badf ? ", first " + firstf : std::string()));
   };
+  if (bits == 8) {  // the 8-bit SIMT shapes (MERE_CUDA_Q8_SHAPE picks one for T <= 4)
+    family_bitwise("8-bit SIMT", kSimt8Configs, std::size(kSimt8Configs));
+    return;
+  }
   // each 4-bit kernel family on its own (whichever is the default): the integer kernel (the
   // default), the tensor cores (both pipelines), SIMT (T = 2..9 of its default shapes and all shapes
   // at T = 1, 2)
@@ -830,7 +835,7 @@ void bench_qmatvec(CudaDevice& dev) {
   struct Shape { int64_t rows, cols; const char* what; };
   const Shape shapes[] = {{17408, 5120, "27B gate/up"},  {5120, 17408, "27B down"},   {12288, 5120, "27B q_proj"},
                           {10240, 5120, "27B in_proj_qkv"}, {248320, 5120, "27B lm_head"}, {512, 2048, "35B expert gate/up"},
-                          {2048, 512, "35B expert down"}};
+                          {2048, 512, "35B expert down"}, {257, 2048, "35B router + shared gate (8-bit)"}};
   const size_t min_total = std::max<size_t>(8 * dev.l2_bytes(), size_t{1} << 30);
   DeviceBuffer x = dev.alloc(static_cast<size_t>(kMaxSkinnyRows * 17408) * 4, "bench x");
   DeviceBuffer ws = dev.alloc(static_cast<size_t>(std::max(qmatvec_workspace_floats(kMaxSkinnyRows, 17408, 8),
@@ -847,7 +852,8 @@ void bench_qmatvec(CudaDevice& dev) {
   };
   for (const auto& s : shapes) {
     for (int bits : {4, 8}) {
-      if (bits == 8 && s.rows != 17408) continue;
+      if (bits == 8 && s.rows != 17408 && s.rows != 257) continue;
+      if (bits == 4 && s.rows == 257) continue;
       QBank bank = make_bank(dev, s.rows, s.cols, bits, min_total);
       const double bytes_w = static_cast<double>(bank.views[0].bytes());
       const int nb = static_cast<int>(bank.views.size());
@@ -877,6 +883,9 @@ void bench_qmatvec(CudaDevice& dev) {
       };
       if (bits == 8) {
         for (int T : {1, 9}) bench_one(T, qmatvec_default_config(bits, T, s.rows), "", "");
+        for (const QMatvecConfig& c : kSimt8Configs)  // the other T = 1 shapes (MERE_CUDA_Q8_SHAPE)
+          if (!same(c, qmatvec_default_config(bits, 1, s.rows)) && qmatvec_config_available(bits, 1, c))
+            bench_one(1, c, " (sweep)", "");
         continue;
       }
       // integer (the default): every shape at T = 1 and the defaults at T = 1..9 on the 27B

@@ -6,8 +6,8 @@
 #     bitwise the register kernel at every shape and T = 1..9
 #  2. engine_check (now with the MoE routing-in-gate/up pair, MERE_CUDA_MOE_ROUTE=fused), and the
 #     whole engine_check again with MERE_CUDA_QMATVEC=int-bulk
-#  3. mere_cuda_check --kernels int: the matvec sweep with the bulk shapes
-#  4. ab27: int vs int-bulk; ab35: default, routing fused, int-bulk, both
+#  3. mere_cuda_check --kernels int: the matvec sweep with the bulk shapes (and the 8-bit router shapes)
+#  4. ab27: int vs int-bulk; ab35: default, routing fused, 8-bit router shapes 1,4 / 2,2, int-bulk, all
 #  5. verify-bench at the 27B geometry (issue 7) with int and int-bulk
 R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
@@ -25,6 +25,7 @@ left 300 && { timeout 120 $B/mere_cuda_check --kernels int --json $OUT/cuda_chec
 wait
 Q=MERE_CUDA_QMATVEC
 left 200 && AB="$Q=int;$Q=int-bulk" bash tools/cuda/engine_run.sh ab27; pack
-left 120 && AB="$Q=int;MERE_CUDA_MOE_ROUTE=fused;$Q=int-bulk;$Q=int-bulk MERE_CUDA_MOE_ROUTE=fused" bash tools/cuda/engine_run.sh ab35; pack
+M=MERE_CUDA_MOE_ROUTE=fused Q8=MERE_CUDA_Q8_SHAPE
+left 140 && AB="$Q=int;$M;$Q8=1,4;$Q8=2,2;$Q=int-bulk;$Q=int-bulk $M $Q8=1,4" bash tools/cuda/engine_run.sh ab35; pack
 left 90 && MVS="int int-bulk" bash tools/cuda/engine_run.sh vb27; pack
 echo "total $((SECONDS-t0))s"; pack

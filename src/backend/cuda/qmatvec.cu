@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 #include <utility>
@@ -233,12 +234,14 @@ Variant make_variant() {
 }
 
 // Compiled configurations: R=4, U=2 for T <= 4, R=4, U=1 above (register pressure); 4-bit T <= 2
-// also R=8/U=1 and R=2/U=2 (the T = 1 defaults) and R=4/U=4, R=2/U=4 (the benchmark's sweep).
+// also R=8/U=1 and R=2/U=2 (the T = 1 defaults) and R=4/U=4, R=2/U=4 (the benchmark's sweep);
+// 8-bit T <= 4 also R=1/U=4 and R=2/U=2 (more warps for the MoE router's ~257 rows: MERE_CUDA_Q8_SHAPE).
 const Variant* variants(int* count) {
   static const Variant table[] = {
       make_variant<4, 4, 2, 1, 4>(), make_variant<4, 4, 1, 5, 9>(), make_variant<8, 4, 2, 1, 4>(),
       make_variant<8, 4, 1, 5, 9>(), make_variant<4, 4, 4, 1, 2>(), make_variant<4, 2, 4, 1, 2>(),
-      make_variant<4, 8, 1, 1, 2>(), make_variant<4, 2, 2, 1, 2>(),
+      make_variant<4, 8, 1, 1, 2>(), make_variant<4, 2, 2, 1, 2>(), make_variant<8, 1, 4, 1, 4>(),
+      make_variant<8, 2, 2, 1, 4>(),
   };
   *count = static_cast<int>(sizeof(table) / sizeof(table[0]));
   return table;
@@ -308,6 +311,23 @@ detail::IntImpl int_impl(int64_t T) {
 }
 bool tensor_core_default() { return q4_kernel() == Q4Kernel::TensorCore; }
 
+// MERE_CUDA_Q8_SHAPE=R,U: the 8-bit SIMT shape for T <= 4 (default 4,2; 1,4 and 2,2 give the
+// 35B-A3B router + shared-expert gate, 257 rows, 4x / 2x the warps; the same bits whatever the
+// shape: the SIMT contract). Any other value is an error. Read once per process.
+std::pair<int, int> q8_shape() {
+  static const std::pair<int, int> shape = [] {
+    const char* e = std::getenv("MERE_CUDA_Q8_SHAPE");
+    if (e == nullptr || *e == '\0') return std::pair<int, int>{4, 2};
+    int R = 0, U = 0;
+    char tail = 0;
+    const int n = std::sscanf(e, "%d,%d%c", &R, &U, &tail);
+    MERE_CHECK(n == 2 && find_variant(8, 1, R, U) != nullptr && find_variant(8, 4, R, U) != nullptr,
+               "MERE_CUDA_Q8_SHAPE", "expected R,U of a compiled 8-bit shape for T = 1..4 (4,2 1,4 2,2), got '", e, "'");
+    return std::pair<int, int>{R, U};
+  }();
+  return shape;
+}
+
 QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
   if (bits == 4 && q4_kernel() != Q4Kernel::Simt && q4_kernel() != Q4Kernel::TensorCore)
     return detail::q4int_default(T, int_impl(T));
@@ -315,6 +335,7 @@ QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
   // SIMT, H200 sweep (v2): 4-bit T = 1: 8 rows a warp when there are enough rows to fill the chip
   // (>= 8192: 1024+ warps), else 2 rows a warp with 2 chunks in flight (more warps)
   if (bits == 4 && T == 1) return rows >= 8192 ? QMatvecConfig{8, 1} : QMatvecConfig{2, 2};
+  if (bits == 8 && T <= 4) return QMatvecConfig{q8_shape().first, q8_shape().second};
   return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1};
 }
 
