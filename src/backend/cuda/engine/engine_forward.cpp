@@ -100,14 +100,21 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
   const int64_t Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim, kd = Hk * Dk, vd = Hv * Dv;
   cudaStream_t s = dev_.stream();
   linear_shared({{&g.qkv, raw_}, {&g.z, z_}, {&g.b, gb_}, {&g.a, ga_}}, xn, T, xn_prepared);
-  if (fuse_ && k::conv_gdn_prepare_supported(Hk, Dk, Hv, Dv, K)) {  // one launch, the same bits
+  const bool one_launch = fuse_ && k::conv_gdn_prepare_supported(Hk, Dk, Hv, Dv, K);
+  if (one_launch) {  // one launch, the same bits; a traced pass's copies are stored by it too
+    k::GdnTraceOut tr;
+    if (trace_row0 >= 0) {
+      const CudaSeqState::TraceRows rows = st.trace(li);
+      tr = k::GdnTraceOut{rows.raw + trace_row0 * C, rows.q + trace_row0 * kd, rows.k + trace_row0 * kd,
+                          rows.v + trace_row0 * vd, rows.g + trace_row0 * Hv, rows.beta + trace_row0 * Hv};
+    }
     k::conv_gdn_prepare(s, st.conv(li), g.conv, raw_, T, K, ga_, gb_, g.neg_a, g.dt_bias, Hk, Dk, Hv, Dv, gq_, gk_,
-                        gv_, gg_, gbeta_);
+                        gv_, gg_, gbeta_, tr);
   } else {
     k::conv_silu(s, st.conv(li), g.conv, raw_, T, C, K, mixed_);
     k::gdn_prepare(s, mixed_, ga_, gb_, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, gq_, gk_, gv_, gg_, gbeta_);
   }
-  if (trace_row0 >= 0) {
+  if (trace_row0 >= 0 && !one_launch) {
     const CudaSeqState::TraceRows tr = st.trace(li);
     auto cp = [&](float* dst, const float* src, int64_t w) {
       MERE_CUDA_CHECK(cudaMemcpyAsync(dst + trace_row0 * w, src, static_cast<size_t>(T * w) * 4,

@@ -183,10 +183,12 @@ __global__ void __launch_bounds__(kUnitThreads)
 // Dk channels of q head b (k head b - Hk), block 2 Hk + h the Dv channels of v head h, the last block
 // the gates; thread i < D runs channel i's conv over the T tokens (so each conv-state entry has one
 // owner) and the q/k blocks l2-normalise each token's head with gdn_prepare's block_sum.
+// With tr.* set (a traced pass), every output is also stored at its trace row, and raw too (the
+// copies the engine made with six device copies a layer before, which broke the PDL chain).
 __global__ void __launch_bounds__(kPrepThreads)
     conv_gdn_prepare_kernel(float* state, const float* w, const float* raw, int T, int K, const float* a,
                             const float* b, const float* neg_a, const float* dt_bias, int Hk, int Dk, int Hv, int Dv,
-                            float* q, float* k, float* v, float* g, float* beta) {
+                            float* q, float* k, float* v, float* g, float* beta, GdnTraceOut tr) {
   pdl_begin();
   __shared__ float partial[kPrepThreads / 32];
   const int blk = blockIdx.x, tid = threadIdx.x, kd = Hk * Dk, C = 2 * kd + Hv * Dv;
@@ -194,8 +196,10 @@ __global__ void __launch_bounds__(kPrepThreads)
     for (int t = 0; t < T; ++t)
       for (int h = tid; h < Hv; h += kPrepThreads) {
         const int64_t i = static_cast<int64_t>(t) * Hv + h;
-        beta[i] = sigmoid(b[i]);
-        g[i] = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
+        const float bv = sigmoid(b[i]), gv = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
+        beta[i] = bv;
+        g[i] = gv;
+        if (tr.g) tr.beta[i] = bv, tr.g[i] = gv;
       }
     return;
   }
@@ -207,16 +211,28 @@ __global__ void __launch_bounds__(kPrepThreads)
     for (int j = 0; j < K - 1; ++j) hist[j] = state[static_cast<int64_t>(j) * C + c];
   const float qscale = 1.0f / sqrtf(static_cast<float>(Dk));
   for (int t = 0; t < T; ++t) {
-    const float y = mine ? conv_step(hist, w, c, K, raw[static_cast<int64_t>(t) * C + c]) : 0.0f;
+    const float in = mine ? raw[static_cast<int64_t>(t) * C + c] : 0.0f;
+    if (mine && tr.raw) tr.raw[static_cast<int64_t>(t) * C + c] = in;
+    const float y = mine ? conv_step(hist, w, c, K, in) : 0.0f;
     if (qk) {  // block-uniform
       const float r = 1.0f / sqrtf(__fadd_rn(block_sum(__fmaf_rn(y, y, 0.0f), partial), 1e-6f));
       if (mine) {
         const float n = __fmul_rn(y, r);
-        if (blk < Hk) q[static_cast<int64_t>(t) * kd + c] = __fmul_rn(n, qscale);
-        else k[static_cast<int64_t>(t) * kd + c - kd] = n;
+        if (blk < Hk) {
+          const int64_t i = static_cast<int64_t>(t) * kd + c;
+          const float qv = __fmul_rn(n, qscale);
+          q[i] = qv;
+          if (tr.q) tr.q[i] = qv;
+        } else {
+          const int64_t i = static_cast<int64_t>(t) * kd + c - kd;
+          k[i] = n;
+          if (tr.k) tr.k[i] = n;
+        }
       }
     } else if (mine) {
-      v[static_cast<int64_t>(t) * Hv * Dv + c - 2 * kd] = y;
+      const int64_t i = static_cast<int64_t>(t) * Hv * Dv + c - 2 * kd;
+      v[i] = y;
+      if (tr.v) tr.v[i] = y;
     }
   }
   if (mine)
@@ -301,13 +317,14 @@ bool conv_gdn_prepare_supported(int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, 
 
 void conv_gdn_prepare(cudaStream_t s, float* state, const float* w, const float* raw, int64_t T, int64_t K,
                       const float* a, const float* b, const float* neg_a, const float* dt_bias, int64_t Hk, int64_t Dk,
-                      int64_t Hv, int64_t Dv, float* q, float* k, float* v, float* g, float* beta) {
+                      int64_t Hv, int64_t Dv, float* q, float* k, float* v, float* g, float* beta,
+                      const GdnTraceOut& trace) {
   MERE_CHECK(conv_gdn_prepare_supported(Hk, Dk, Hv, Dv, K), "cuda conv_gdn_prepare",
              "head widths and conv width out of range: expected Dk, Dv in 1..", kPrepThreads, " and K in 1..",
              kMaxConvK, ", got Dk ", Dk, ", Dv ", Dv, ", K ", K);
   launch("conv_gdn_prepare_kernel", conv_gdn_prepare_kernel, static_cast<unsigned>(2 * Hk + Hv + 1), kPrepThreads, 0,
          s, state, w, raw, static_cast<int>(T), static_cast<int>(K), a, b, neg_a, dt_bias, static_cast<int>(Hk),
-         static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta);
+         static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta, trace);
 }
 
 void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,

@@ -61,9 +61,15 @@ void gdn_prepare(cudaStream_t s, const float* mixed, const float* a, const float
 // conv_silu + gdn_prepare in one launch, bitwise the same outputs and conv state (decode fusion);
 // needs Dk, Dv <= 128 and K <= 8 (conv_gdn_prepare_supported), else mere::Error.
 bool conv_gdn_prepare_supported(int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, int64_t K);
+// Second copies of a traced pass's rows (MTP rollback replay), each already at the pass's first trace
+// row: raw [T, C], q, k [T, Hk, Dk], v [T, Hv, Dv], g, beta [T, Hv]; all null when not tracing.
+struct GdnTraceOut {
+  float *raw = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr;
+};
 void conv_gdn_prepare(cudaStream_t s, float* state, const float* w, const float* raw, int64_t T, int64_t K,
                       const float* a, const float* b, const float* neg_a, const float* dt_bias, int64_t Hk, int64_t Dk,
-                      int64_t Hv, int64_t Dv, float* q, float* k, float* v, float* g, float* beta);
+                      int64_t Hv, int64_t Dv, float* q, float* k, float* v, float* g, float* beta,
+                      const GdnTraceOut& trace = {});
 // Recurrent GDN step for any Dk, Dv <= 1024 (thread per state row, the CPU's order).
 void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,
                  const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);
