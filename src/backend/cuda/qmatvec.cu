@@ -329,8 +329,15 @@ std::pair<int, int> q8_shape() {
 }
 
 QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
-  if (bits == 4 && q4_kernel() != Q4Kernel::Simt && q4_kernel() != Q4Kernel::TensorCore)
-    return detail::q4int_default(T, int_impl(T));
+  if (bits == 4 && q4_kernel() != Q4Kernel::Simt && q4_kernel() != Q4Kernel::TensorCore) {
+    QMatvecConfig c = detail::q4int_default(T, int_impl(T));
+    // 1-token launches of few rows (the 27B's out_proj and down): MERE_CUDA_MV_SMALL's shape
+    if (T == 1 && c.integer == 1 && c.rows_per_warp == 4 && c.unroll == 1 && rows <= detail::kSmallRows) {
+      c.rows_per_warp = detail::q4int_small_shape().first;
+      c.unroll = detail::q4int_small_shape().second;
+    }
+    return c;
+  }
   if (bits == 4 && tensor_core_default()) return detail::q4tc_default(T, rows, sms);
   // SIMT, H200 sweep (v2): 4-bit T = 1: 8 rows a warp when there are enough rows to fill the chip
   // (>= 8192: 1024+ warps), else 2 rows a warp with 2 chunks in flight (more warps)

@@ -319,10 +319,7 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
       if (v == nullptr || slots < best) v = c, index = i, best = slots, blocks = cblocks, nb = cnb;
     }
   } else {
-    int R = cfg.rows_per_warp, U = cfg.unroll;
-    const std::pair<int, int> small = q4int_small_shape();
-    if (T == 1 && R == 4 && U == 1 && total <= kSmallRows && small.first > 0) R = small.first, U = small.second;
-    v = find_int(T, R, U, &index);
+    v = find_int(T, cfg.rows_per_warp, cfg.unroll, &index);
     if (v != nullptr) blocks = int_grid(index, v, T, total, sms, &nb);
   }
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled integer kernel for T=", T, " rows_per_warp=", cfg.rows_per_warp,

@@ -45,10 +45,11 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
 // (each warp the start of its first rows; docs/cuda-kernels.md §1 "v10"; H100: +0.5-0.8% decode).
 // Read once per process.
 int64_t q4int_prefetch_bytes();
-// MERE_CUDA_MV_SMALL=R,U (default 2,1; 4,1 = the general T = 1 shape): the integer shape of T = 1
-// launches of at most kSmallRows rows in all (the 27B's out_proj and down, 5,120 rows, where 4-row
-// batches leave ~10 warps an SM; H100: 27B decode 121.3 -> 124.6 tok/s, 35B-A3B 375 -> 380.5); a
-// shape that is not compiled is a mere::Error. Same contract and bits whatever the shape. Read once.
+// MERE_CUDA_MV_SMALL=R,U (default 2,1; 4,1 = the general T = 1 shape): the default integer shape
+// (qmatvec's default_config; explicit configs are kept) of T = 1 launches of at most kSmallRows
+// rows in all (the 27B's out_proj and down, 5,120 rows, where 4-row batches leave ~10 warps an SM;
+// H100: 27B decode 121.3 -> 124.6 tok/s, 35B-A3B 375 -> 380.5); a shape that is not compiled is a
+// mere::Error. Same contract and bits whatever the shape. Read once per process.
 inline constexpr int64_t kSmallRows = 8192;
 std::pair<int, int> q4int_small_shape();
 
