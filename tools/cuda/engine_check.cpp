@@ -393,12 +393,10 @@ void attn_gqa(const std::string& root, const std::string& name) {
   }
 }
 
-// MERE_CUDA_FUSE (fused producers + multi-matrix matvec + residual epilogue, the default) against
-// MERE_CUDA_FUSE=0 (the unfused launch sequence): the same arithmetic by construction, so every
-// logit must be bitwise equal. The engine reads the variable when it is constructed: two loads.
 // The engine loaded with `var` unset (the default) against `var`=`value`: decode, verification and
 // MTP-head logits bitwise, greedy generations equal (switches that must not change a bit). `var` is
-// read at engine load (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE), so both engines live side by side.
+// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE): two loads side by side.
+// A derived checkpoint (not under models/) is also held to the CPU reference.
 void env_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
               const char* value) {
   std::unique_ptr<Qwen35Model> fused, plain;
@@ -459,6 +457,8 @@ void env_pair(const std::string& root, const std::string& name, const std::strin
   }
 }
 
+// MERE_CUDA_FUSE (fused producers + multi-matrix matvec + residual epilogue, the default) against
+// MERE_CUDA_FUSE=0 (the unfused launch sequence): the same arithmetic by construction.
 void fusion(const std::string& root, const std::string& name, const std::string& dir) {
   env_pair(root, name, dir, "MERE_CUDA_FUSE", "0");
 }
