@@ -17,15 +17,15 @@ pack() { tar czf $R/x.tgz -C $OUT .; }
 ($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
 timeout 150 $B/mere_cuda_check --no-bench >$OUT/cuda_check.log 2>&1; echo "cuda_check rc=$? $((SECONDS-t0))s"
 grep -E "FAIL|integer: all|checks" $OUT/cuda_check.log | tail -8; pack
-$B/mere_engine_check . >$OUT/engine_check.log 2>&1; echo "ec rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks|ROUTE" $OUT/engine_check.log; pack
-MERE_CUDA_QMATVEC=int-bulk $B/mere_engine_check . >$OUT/ec-bulk.log 2>&1; echo "ec bulk rc=$? $((SECONDS-t0))s"
+timeout 120 $B/mere_engine_check . >$OUT/engine_check.log 2>&1; echo "ec rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks|ROUTE" $OUT/engine_check.log; pack
+MERE_CUDA_QMATVEC=int-bulk timeout 120 $B/mere_engine_check . >$OUT/ec-bulk.log 2>&1; echo "ec bulk rc=$? $((SECONDS-t0))s"
 grep -E "FAIL|checks" $OUT/ec-bulk.log; pack
 left 300 && { timeout 120 $B/mere_cuda_check --kernels int --json $OUT/cuda_check_int.json >$OUT/cuda_check_int.log 2>&1
   grep -E "q4int.*T=1 |multi" $OUT/cuda_check_int.log | head -40; pack; }
 wait
 Q=MERE_CUDA_QMATVEC
-left 200 && AB="$Q=int;$Q=int-bulk" bash tools/cuda/engine_run.sh ab27; pack
+left 200 && AB="$Q=int;$Q=int-bulk" timeout 180 bash tools/cuda/engine_run.sh ab27; pack
 M=MERE_CUDA_MOE_ROUTE=fused Q8=MERE_CUDA_Q8_SHAPE
-left 140 && AB="$Q=int;$M;$Q8=1,4;$Q8=2,2;$Q=int-bulk;$Q=int-bulk $M $Q8=1,4" bash tools/cuda/engine_run.sh ab35; pack
-left 90 && MVS="int int-bulk" bash tools/cuda/engine_run.sh vb27; pack
+left 140 && AB="$Q=int;$M;$Q8=1,4;$Q8=2,2;$Q=int-bulk;$Q=int-bulk $M $Q8=1,4" timeout 200 bash tools/cuda/engine_run.sh ab35; pack
+left 90 && MVS="int int-bulk" timeout 150 bash tools/cuda/engine_run.sh vb27; pack
 echo "total $((SECONDS-t0))s"; pack
