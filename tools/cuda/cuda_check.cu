@@ -515,6 +515,9 @@ void check_qmatvec(CudaDevice& dev, bool quick) {
   check_qmatvec_shape(dev, 512, 2048, 4, all, ++seed);  // 35B-A3B expert gate/up
   check_qmatvec_shape(dev, 2048, 512, 4, all, ++seed);  // 35B-A3B expert down
   check_qmatvec_shape(dev, 2048, 512, 8, all, ++seed);
+  // the bulk-copy kernel's stages (cols % 512 == 0): a whole and a half iteration a row, odd rows
+  check_qmatvec_shape(dev, 65, 1536, 4, all, seed + 1000);
+  check_qmatvec_shape(dev, 257, 2048, 8, all, seed + 1001);  // the 35B-A3B router + shared gate (8-bit)
   if (quick) return;
   check_qmatvec_shape(dev, 17408, 5120, 4, all, ++seed);  // 27B gate/up
   check_qmatvec_shape(dev, 5120, 17408, 4, all, ++seed);  // 27B down
