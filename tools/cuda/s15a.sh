@@ -10,6 +10,7 @@
 #  4. ab27: int vs int-bulk; ab35: default, routing fused, 8-bit router shapes 1,4 / 2,2, int-bulk, all
 #  5. verify-bench at the 27B geometry (issue 7) with int and int-bulk
 #  6. acceptance benches (5 reps; 8k-context ratio) with the fastest variant whose checks passed
+#  7. greedy generations with MERE_CUDA_PDL=0 and 1 (engine_run.sh pdl), if time is left
 R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
 t0=$SECONDS; LIMIT=${LIMIT:-540}
@@ -51,4 +52,6 @@ E27=$(pick ab27 "$Q=int;$Q=int-bulk"); E35=$(pick ab35 "$Q=int;$M;$Q8=1,4;$Q8=2,
 echo "acceptance env: 27B [$E27] 35B [$E35]" | tee $OUT/acceptance-env.txt
 left 80 && env $E27 PROMPT=512 GEN=128 NCU= NOGRAPH= TAG=s15 timeout 120 bash tools/cuda/engine_run.sh b27 b27long; pack
 left 40 && env $E35 PROMPT=512 GEN=128 NCU= NOGRAPH= TAG=s15 timeout 90 bash tools/cuda/engine_run.sh b35; pack
+# 7. greedy generations with PDL off and on (the early trigger changed the launch chain): must match
+left 100 && timeout 120 bash tools/cuda/engine_run.sh pdl 2>&1 | tail -1; pack
 echo "total $((SECONDS-t0))s"; pack
