@@ -30,75 +30,15 @@
 #include "core/dtype.h"
 #include "model/matrix.h"
 #include "ops/ops.h"
+#include "check_report.h"
 
 using namespace mere;
 using namespace mere::cuda;
+using namespace mere::cuda::checktool;
 
 namespace {
 
-// ---------------------------------------------------------------- random numbers
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x1234567ull) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform(float a, float b) { return a + (b - a) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
-};
-
-std::vector<float> random_vec(size_t n, uint64_t seed, float a = -1.0f, float b = 1.0f) {
-  Rng r(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = r.uniform(a, b);
-  return v;
-}
-
-// ---------------------------------------------------------------- JSON-ish log
-struct Report {
-  std::vector<std::string> checks, bench;
-  std::string device, extra;
-  int failures = 0, passes = 0;
-};
-Report g_report;
-
-std::string jnum(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[64];
-  std::snprintf(b, sizeof(b), "%.6g", v);
-  return b;
-}
-
-// ---------------------------------------------------------------- comparison
-struct Metrics {
-  double nmse = 0, max_abs = 0, rms_ref = 0;
-  size_t nonfinite = 0, out_of_bound = 0, n = 0;
-};
-
-// |got - ref| <= atol_rms * rms(ref) + rtol * |ref| element-wise; NMSE = sum d^2 / sum ref^2.
-Metrics compare(const float* got, const float* ref, size_t n, double atol_rms, double rtol) {
-  Metrics m;
-  m.n = n;
-  double ss_ref = 0, ss_d = 0;
-  for (size_t i = 0; i < n; ++i) ss_ref += static_cast<double>(ref[i]) * ref[i];
-  m.rms_ref = std::sqrt(ss_ref / static_cast<double>(std::max<size_t>(n, 1)));
-  const double atol = atol_rms * m.rms_ref + 1e-30;
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(got[i]) || !std::isfinite(ref[i])) {
-      ++m.nonfinite;
-      continue;
-    }
-    const double d = static_cast<double>(got[i]) - ref[i];
-    ss_d += d * d;
-    m.max_abs = std::max(m.max_abs, std::fabs(d));
-    if (std::fabs(d) > atol + rtol * std::fabs(ref[i])) ++m.out_of_bound;
-  }
-  m.nmse = ss_ref > 0 ? ss_d / ss_ref : ss_d;
-  return m;
-}
-
+// ---------------------------------------------------------------- comparison (Metrics, compare: check_report.h)
 bool record(const std::string& name, const Metrics& m, double nmse_tol) {
   const bool ok = m.nonfinite == 0 && m.out_of_bound == 0 && m.nmse <= nmse_tol;
   std::ostringstream o;
@@ -117,33 +57,6 @@ bool record(const std::string& name, const Metrics& m, double nmse_tol) {
   return ok;
 }
 
-bool record_bool(const std::string& name, bool ok, const std::string& detail) {
-  std::ostringstream o;
-  o << "{\"check\":\"" << name << "\",\"pass\":" << (ok ? "true" : "false") << ",\"detail\":\"" << detail << "\"}";
-  g_report.checks.push_back(o.str());
-  if (ok) {
-    ++g_report.passes;
-  } else {
-    ++g_report.failures;
-    std::printf("FAIL %s: %s\n", name.c_str(), detail.c_str());
-  }
-  return ok;
-}
-
-// ---------------------------------------------------------------- device helpers
-template <class T>
-DeviceBuffer to_device(CudaDevice& dev, const std::vector<T>& v, const char* what) {
-  DeviceBuffer b = dev.alloc(v.size() * sizeof(T), what);
-  dev.upload(b.get(), v.data(), v.size() * sizeof(T));
-  return b;
-}
-template <class T>
-std::vector<T> from_device(CudaDevice& dev, const DeviceBuffer& b, size_t n) {
-  std::vector<T> v(n);
-  dev.download(v.data(), b.get(), n * sizeof(T));
-  return v;
-}
-void poison(CudaDevice& dev, DeviceBuffer& b) { dev.fill_bytes(b.get(), 0xFF, b.bytes()); }  // all-ones = NaN
 
 // ---------------------------------------------------------------- quantised matrices
 struct HostQ {
@@ -720,7 +633,6 @@ double time_graph(CudaDevice& dev, int n, const std::function<void(int)>& fn) {
   return per[per.size() / 2];
 }
 
-double g_copy_gbs = 0;
 
 void add_bench(const std::string& name, double bytes, double flops, const Timing& t, double graph_us,
                const std::string& extra = "") {
@@ -1033,22 +945,10 @@ void profile_launches(CudaDevice& dev) {
   dev.synchronize("profile");
 }
 
-void write_json(const std::string& path, double seconds) {
-  std::ofstream f(path);
-  f << "{\n\"device\": \"" << g_report.device << "\",\n\"copy_gbs\": " << jnum(g_copy_gbs)
-    << ",\n\"checks_passed\": " << g_report.passes << ",\n\"checks_failed\": " << g_report.failures
-    << ",\n\"seconds\": " << jnum(seconds) << ",\n\"checks\": [\n";
-  for (size_t i = 0; i < g_report.checks.size(); ++i)
-    f << "  " << g_report.checks[i] << (i + 1 < g_report.checks.size() ? ",\n" : "\n");
-  f << "],\n\"bench\": [\n";
-  for (size_t i = 0; i < g_report.bench.size(); ++i)
-    f << "  " << g_report.bench[i] << (i + 1 < g_report.bench.size() ? ",\n" : "\n");
-  f << "]\n}\n";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_print_passes = false;  // this tool prints failures only (hundreds of checks)
   bool quick = false, bench = true, ncu = false;
   std::string json;
   for (int i = 1; i < argc; ++i) {

@@ -28,9 +28,11 @@
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/launch.cuh"
+#include "check_report.h"
 
 using namespace mere;
 using namespace mere::cuda;
+using namespace mere::cuda::checktool;
 
 // ---------------------------------------------------------------- reference: the previous kernels
 // Verbatim copies of the kernels the new code replaced (k_gdn.cu, k_prefill.cu, gemm.cu before the
@@ -230,57 +232,7 @@ void moe_sort_pairs(cudaStream_t s, const int32_t* ids, int64_t T, int64_t k, in
 
 namespace {
 
-// ---------------------------------------------------------------- helpers (as in prefill_check.cu)
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x1234567ull) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform(float a, float b) { return a + (b - a) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
-};
-std::vector<float> random_vec(size_t n, uint64_t seed, float a, float b) {
-  Rng r(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = r.uniform(a, b);
-  return v;
-}
-
-struct Report {
-  std::vector<std::string> checks, bench;
-  std::string device;
-  int failures = 0, passes = 0;
-};
-Report g_report;
-double g_copy_gbs = 0;
-
-std::string jnum(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[64];
-  std::snprintf(b, sizeof(b), "%.6g", v);
-  return b;
-}
-bool record_bool(const std::string& name, bool ok, const std::string& detail) {
-  std::ostringstream o;
-  o << "{\"check\":\"" << name << "\",\"pass\":" << (ok ? "true" : "false") << ",\"detail\":\"" << detail << "\"}";
-  g_report.checks.push_back(o.str());
-  if (ok) ++g_report.passes;
-  else ++g_report.failures;
-  std::printf("%s %s: %s\n", ok ? "ok  " : "FAIL", name.c_str(), detail.c_str());
-  std::fflush(stdout);
-  return ok;
-}
-
-template <class T>
-DeviceBuffer to_device(CudaDevice& dev, const std::vector<T>& v, const char* what) {
-  DeviceBuffer b = dev.alloc(std::max<size_t>(v.size(), 1) * sizeof(T), what);
-  if (!v.empty()) dev.upload(b.get(), v.data(), v.size() * sizeof(T));
-  return b;
-}
-void poison(CudaDevice& dev, DeviceBuffer& b) { dev.fill_bytes(b.get(), 0xFF, b.bytes()); }  // NaN / -1
+// Rng, random_vec, the report, to_device, poison: check_report.h
 
 // One output of a check: its old and new device buffers, compared word by word after the runs.
 struct Out {
@@ -662,19 +614,6 @@ void bench_all(CudaDevice& dev) {
     }
   }
   g_flush = nullptr;
-}
-
-void write_json(const std::string& path, double seconds) {
-  std::ofstream f(path);
-  f << "{\n\"device\": \"" << g_report.device << "\",\n\"copy_gbs\": " << jnum(g_copy_gbs)
-    << ",\n\"checks_passed\": " << g_report.passes << ",\n\"checks_failed\": " << g_report.failures
-    << ",\n\"seconds\": " << jnum(seconds) << ",\n\"checks\": [\n";
-  for (size_t i = 0; i < g_report.checks.size(); ++i)
-    f << "  " << g_report.checks[i] << (i + 1 < g_report.checks.size() ? ",\n" : "\n");
-  f << "],\n\"bench\": [\n";
-  for (size_t i = 0; i < g_report.bench.size(); ++i)
-    f << "  " << g_report.bench[i] << (i + 1 < g_report.bench.size() ? ",\n" : "\n");
-  f << "]\n}\n";
 }
 
 }  // namespace

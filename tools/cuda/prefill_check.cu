@@ -32,69 +32,14 @@
 #include "core/dtype.h"
 #include "model/matrix.h"
 #include "ops/ops.h"
+#include "check_report.h"
 
 using namespace mere;
 using namespace mere::cuda;
+using namespace mere::cuda::checktool;
 
 namespace {
 
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x1234567ull) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform(float a, float b) { return a + (b - a) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
-};
-std::vector<float> random_vec(size_t n, uint64_t seed, float a = -1.0f, float b = 1.0f) {
-  Rng r(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = r.uniform(a, b);
-  return v;
-}
-
-struct Report {
-  std::vector<std::string> checks, bench;
-  std::string device;
-  int failures = 0, passes = 0;
-};
-Report g_report;
-double g_copy_gbs = 0;
-
-std::string jnum(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[64];
-  std::snprintf(b, sizeof(b), "%.6g", v);
-  return b;
-}
-
-struct Metrics {
-  double nmse = 0, max_abs = 0, rms_ref = 0;
-  size_t nonfinite = 0, out_of_bound = 0, n = 0;
-};
-Metrics compare(const float* got, const float* ref, size_t n, double atol_rms, double rtol) {
-  Metrics m;
-  m.n = n;
-  double ss_ref = 0, ss_d = 0;
-  for (size_t i = 0; i < n; ++i) ss_ref += static_cast<double>(ref[i]) * ref[i];
-  m.rms_ref = std::sqrt(ss_ref / static_cast<double>(std::max<size_t>(n, 1)));
-  const double atol = atol_rms * m.rms_ref + 1e-30;
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(got[i]) || !std::isfinite(ref[i])) {
-      ++m.nonfinite;
-      continue;
-    }
-    const double d = static_cast<double>(got[i]) - ref[i];
-    ss_d += d * d;
-    m.max_abs = std::max(m.max_abs, std::fabs(d));
-    if (std::fabs(d) > atol + rtol * std::fabs(ref[i])) ++m.out_of_bound;
-  }
-  m.nmse = ss_ref > 0 ? ss_d / ss_ref : ss_d;
-  return m;
-}
 bool record(const std::string& name, const Metrics& m, double nmse_tol) {
   const bool ok = m.nonfinite == 0 && m.out_of_bound == 0 && m.nmse <= nmse_tol && m.n > 0;
   std::ostringstream o;
@@ -109,29 +54,6 @@ bool record(const std::string& name, const Metrics& m, double nmse_tol) {
               name.c_str(), m.nmse, nmse_tol, m.max_abs, m.rms_ref, m.nonfinite, m.out_of_bound);
   return ok;
 }
-bool record_bool(const std::string& name, bool ok, const std::string& detail) {
-  std::ostringstream o;
-  o << "{\"check\":\"" << name << "\",\"pass\":" << (ok ? "true" : "false") << ",\"detail\":\"" << detail << "\"}";
-  g_report.checks.push_back(o.str());
-  if (ok) ++g_report.passes;
-  else ++g_report.failures;
-  std::printf("%s %s: %s\n", ok ? "ok  " : "FAIL", name.c_str(), detail.c_str());
-  return ok;
-}
-
-template <class T>
-DeviceBuffer to_device(CudaDevice& dev, const std::vector<T>& v, const char* what) {
-  DeviceBuffer b = dev.alloc(std::max<size_t>(v.size(), 1) * sizeof(T), what);
-  if (!v.empty()) dev.upload(b.get(), v.data(), v.size() * sizeof(T));
-  return b;
-}
-template <class T>
-std::vector<T> from_device(CudaDevice& dev, const DeviceBuffer& b, size_t n) {
-  std::vector<T> v(n);
-  dev.download(v.data(), b.get(), n * sizeof(T));
-  return v;
-}
-void poison(CudaDevice& dev, DeviceBuffer& b) { dev.fill_bytes(b.get(), 0xFF, b.bytes()); }
 
 // parallel for over [0, n)
 void pfor(int64_t n, const std::function<void(int64_t)>& f) {
@@ -1272,19 +1194,6 @@ void bench_all(CudaDevice& dev) {
     << ",\"q35_gdn_layer_us\":" << jnum(gdn_layer35) << ",\"q35_attn_layer_us\":" << jnum(att_layer35)
     << ",\"scope\":\"sum of measured matmul, prepare, MoE, GDN and attention kernels; norms, conv, rope, gates not included\"}";
   g_report.bench.push_back(o.str());
-}
-
-void write_json(const std::string& path, double seconds) {
-  std::ofstream f(path);
-  f << "{\n\"device\": \"" << g_report.device << "\",\n\"copy_gbs\": " << jnum(g_copy_gbs)
-    << ",\n\"checks_passed\": " << g_report.passes << ",\n\"checks_failed\": " << g_report.failures
-    << ",\n\"seconds\": " << jnum(seconds) << ",\n\"checks\": [\n";
-  for (size_t i = 0; i < g_report.checks.size(); ++i)
-    f << "  " << g_report.checks[i] << (i + 1 < g_report.checks.size() ? ",\n" : "\n");
-  f << "],\n\"bench\": [\n";
-  for (size_t i = 0; i < g_report.bench.size(); ++i)
-    f << "  " << g_report.bench[i] << (i + 1 < g_report.bench.size() ? ",\n" : "\n");
-  f << "]\n}\n";
 }
 
 }  // namespace
