@@ -3,10 +3,13 @@
 // comparison, and the device-buffer helpers. Header-only; each tool is its own program.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -74,6 +77,31 @@ inline void write_json(const std::string& path, double seconds) {
   for (size_t i = 0; i < g_report.bench.size(); ++i)
     f << "  " << g_report.bench[i] << (i + 1 < g_report.bench.size() ? ",\n" : "\n");
   f << "]\n}\n";
+}
+
+// A tool's summary: the JSON file (when a path was given), the totals line, the exit status.
+inline int finish_report(const std::string& json, std::chrono::steady_clock::time_point t0) {
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!json.empty()) write_json(json, secs);
+  std::printf("checks: %d passed, %d failed (%.1f s)\n", g_report.passes, g_report.failures, secs);
+  return g_report.failures == 0 ? 0 : 1;
+}
+
+// One phase of a tool: run f, wait for the device, count an exception as a failure and go on to
+// the next phase; print the phase's time and its new failures.
+inline void run_phase(CudaDevice& dev, const char* name, const std::function<void()>& f) {
+  const auto a = std::chrono::steady_clock::now();
+  const int before = g_report.failures;
+  try {
+    f();
+    dev.synchronize(name);
+  } catch (const std::exception& e) {
+    std::printf("FAIL [%s] threw: %s\n", name, e.what());
+    ++g_report.failures;
+  }
+  std::printf("[%s] done in %.1f s, %d new failures\n", name,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count(), g_report.failures - before);
+  std::fflush(stdout);
 }
 
 // ---------------------------------------------------------------- comparison

@@ -999,8 +999,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     ++g_report.failures;
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!json.empty()) write_json(json, secs);
-  std::printf("checks: %d passed, %d failed (%.1f s)\n", g_report.passes, g_report.failures, secs);
-  return g_report.failures == 0 ? 0 : 1;
+  return finish_report(json, t0);
 }

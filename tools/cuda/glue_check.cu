@@ -642,28 +642,12 @@ int main(int argc, char** argv) {
     dev.make_current();  // the k:: entry points launch on the current device
     g_report.device = dev.describe();
     std::printf("%s\n", g_report.device.c_str());
-    auto phase = [&](const char* name, const std::function<void()>& f) {
-      const auto a = std::chrono::steady_clock::now();
-      const int before = g_report.failures;
-      try {
-        f();
-        dev.synchronize(name);
-      } catch (const std::exception& e) {
-        std::printf("FAIL [%s] threw: %s\n", name, e.what());
-        ++g_report.failures;
-      }
-      std::printf("[%s] done in %.1f s, %d new failures\n", name,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count(), g_report.failures - before);
-      std::fflush(stdout);
-    };
+    auto phase = [&](const char* name, const std::function<void()>& f) { run_phase(dev, name, f); };
     if (checks) phase("checks", [&] { check_all(dev); });
     if (bench) phase("bench", [&] { bench_all(dev); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     ++g_report.failures;
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!json.empty()) write_json(json, secs);
-  std::printf("checks: %d passed, %d failed (%.1f s)\n", g_report.passes, g_report.failures, secs);
-  return g_report.failures == 0 ? 0 : 1;
+  return finish_report(json, t0);
 }

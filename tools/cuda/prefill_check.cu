@@ -1221,20 +1221,7 @@ int main(int argc, char** argv) {
     CudaDevice dev(0);
     g_report.device = dev.describe();
     std::printf("%s\n", g_report.device.c_str());
-    auto phase = [&](const char* name, const std::function<void()>& f) {
-      const auto a = std::chrono::steady_clock::now();
-      const int before = g_report.failures;
-      try {
-        f();
-        dev.synchronize(name);
-      } catch (const std::exception& e) {
-        std::printf("FAIL [%s] threw: %s\n", name, e.what());
-        ++g_report.failures;
-      }
-      std::printf("[%s] done in %.1f s, %d new failures\n", name,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count(), g_report.failures - before);
-      std::fflush(stdout);
-    };
+    auto phase = [&](const char* name, const std::function<void()>& f) { run_phase(dev, name, f); };
     if (!only_bench) {
       phase("qgemm", [&] { check_qgemm(dev, quick); });
       phase("blas", [&] { check_blas(dev, quick); });
@@ -1255,8 +1242,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     ++g_report.failures;
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!json.empty()) write_json(json, secs);
-  std::printf("checks: %d passed, %d failed (%.1f s)\n", g_report.passes, g_report.failures, secs);
-  return g_report.failures == 0 ? 0 : 1;
+  return finish_report(json, t0);
 }

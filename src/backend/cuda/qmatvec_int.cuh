@@ -11,7 +11,9 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
+#include "backend/cuda/qmatvec_prep.cuh"
 #include "backend/cuda/qmatvec.h"
 
 namespace mere::cuda::detail::qi {
@@ -216,6 +218,18 @@ class RingOccupancy {
   qm::OccupancyCache<8, kMaxSkinnyRows> cache_;
   std::atomic<bool> raised_[8][kMaxSkinnyRows] = {};
 };
+// Whether a streamed kernel can read every matrix of a launch: cols % col_multiple == 0, 16-byte
+// aligned codes, scales and biases aligned to scale_align bytes.
+inline bool ring_supported(const QMatvecOut* outs, int n, int64_t cols, int64_t col_multiple, uintptr_t scale_align) {
+  if (cols % col_multiple != 0) return false;
+  for (int i = 0; i < n; ++i) {
+    const QWeightView& W = outs[i].W;
+    if ((reinterpret_cast<uintptr_t>(W.codes) & 15u) || (reinterpret_cast<uintptr_t>(W.scales) & (scale_align - 1)) ||
+        (reinterpret_cast<uintptr_t>(W.biases) & (scale_align - 1)))
+      return false;
+  }
+  return true;
+}
 // The register kernel's grid rule: every resident warp (at most one wave), rows spread evenly, the
 // same batch count nb in every warp. Returns the block count.
 inline int64_t ring_grid(int occupancy, int sms, int64_t R, int64_t total, int* nb) {
@@ -224,6 +238,16 @@ inline int64_t ring_grid(int occupancy, int sms, int64_t R, int64_t total, int* 
   const int64_t per_warp = (total + blocks * kWarps - 1) / (blocks * kWarps);
   *nb = static_cast<int>((per_warp + R - 1) / R);
   return blocks;
+}
+// The launch of a streamed kernel's variant v (index `index` of its table, occupancy cache occ) on
+// the prepared workspace ws, with the register kernel's grid rule.
+inline void ring_launch(const char* what, cudaStream_t s, const RingVariant& v, int index, RingOccupancy& occ,
+                        const IntArgs& args, const float* ws, int64_t T, int64_t cols, int sms) {
+  int nb = 0;
+  const int64_t blocks = ring_grid(occ.get(index, T, v), sms, v.R, args.total, &nb);
+  const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
+  launch(what, v.fns[T - 1], dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), static_cast<size_t>(v.smem), s,
+         args, L.dg, L.dsx, static_cast<int>(cols), L.spans, nb);
 }
 
 }  // namespace mere::cuda::detail::qi

@@ -177,14 +177,7 @@ bool q4bulk_available(int64_t T, const QMatvecConfig& cfg) {
 }
 
 bool q4bulk_supported(const QMatvecOut* outs, int n, int64_t cols) {
-  if (cols % 512 != 0) return false;  // whole 16-byte pieces of scales and biases in every stage
-  for (int i = 0; i < n; ++i) {
-    const QWeightView& W = outs[i].W;
-    if ((reinterpret_cast<uintptr_t>(W.codes) & 15u) || (reinterpret_cast<uintptr_t>(W.scales) & 15u) ||
-        (reinterpret_cast<uintptr_t>(W.biases) & 15u))
-      return false;
-  }
-  return true;
+  return qi::ring_supported(outs, n, cols, 512, 16);  // whole 16-byte pieces of scales and biases in every stage
 }
 
 void q4bulk_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int64_t T, int64_t cols,
@@ -194,11 +187,7 @@ void q4bulk_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled bulk-copy integer kernel for T=", T,
              " rows_per_warp=", cfg.rows_per_warp, " stages=", cfg.stages);
   static qi::RingOccupancy occupancy;
-  int nb = 0;
-  const int64_t blocks = qi::ring_grid(occupancy.get(index, T, *v), sms, v->R, args.total, &nb);
-  const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
-  launch("qmatvec_int_bulk_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32),
-         static_cast<size_t>(v->smem), s, args, L.dg, L.dsx, static_cast<int>(cols), L.spans, nb);
+  qi::ring_launch("qmatvec_int_bulk_kernel", s, *v, index, occupancy, args, ws, T, cols, sms);
 }
 
 }  // namespace mere::cuda::detail

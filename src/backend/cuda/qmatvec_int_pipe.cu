@@ -152,14 +152,7 @@ bool q4pipe_available(int64_t T, const QMatvecConfig& cfg) {
 }
 
 bool q4pipe_supported(const QMatvecOut* outs, int n, int64_t cols) {
-  if (cols % 128 != 0) return false;  // an even group count: a scale word never straddles two rows
-  for (int i = 0; i < n; ++i) {
-    const QWeightView& W = outs[i].W;
-    if ((reinterpret_cast<uintptr_t>(W.codes) & 15u) || (reinterpret_cast<uintptr_t>(W.scales) & 3u) ||
-        (reinterpret_cast<uintptr_t>(W.biases) & 3u))
-      return false;
-  }
-  return true;
+  return qi::ring_supported(outs, n, cols, 128, 4);  // an even group count: a scale word never straddles two rows
 }
 
 void q4pipe_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int64_t T, int64_t cols,
@@ -169,11 +162,7 @@ void q4pipe_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled pipelined integer kernel for T=", T,
              " rows_per_warp=", cfg.rows_per_warp, " stages=", cfg.stages);
   static qi::RingOccupancy occupancy;
-  int nb = 0;
-  const int64_t blocks = qi::ring_grid(occupancy.get(index, T, *v), sms, v->R, args.total, &nb);
-  const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
-  launch("qmatvec_int_pipe_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32),
-         static_cast<size_t>(v->smem), s, args, L.dg, L.dsx, static_cast<int>(cols), L.spans, nb);
+  qi::ring_launch("qmatvec_int_pipe_kernel", s, *v, index, occupancy, args, ws, T, cols, sms);
 }
 
 }  // namespace mere::cuda::detail
