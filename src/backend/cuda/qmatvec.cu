@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -332,17 +333,18 @@ QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
   if (bits == 4 && q4_kernel() != Q4Kernel::Simt && q4_kernel() != Q4Kernel::TensorCore) {
     QMatvecConfig c = detail::q4int_default(T, int_impl(T));
     // 1-token launches of few rows (the 27B's out_proj and down): MERE_CUDA_MV_SMALL's shape
-    if (T == 1 && c.integer == 1 && c.rows_per_warp == 4 && c.unroll == 1 && rows <= detail::kSmallRows) {
-      c.rows_per_warp = detail::q4int_small_shape().first;
-      c.unroll = detail::q4int_small_shape().second;
-    }
+    if (T == 1 && c.integer == 1 && c.rows_per_warp == 4 && c.unroll == 1 && rows <= detail::kSmallRows)
+      std::tie(c.rows_per_warp, c.unroll) = detail::q4int_small_shape();
     return c;
   }
   if (bits == 4 && tensor_core_default()) return detail::q4tc_default(T, rows, sms);
   // SIMT, H200 sweep (v2): 4-bit T = 1: 8 rows a warp when there are enough rows to fill the chip
   // (>= 8192: 1024+ warps), else 2 rows a warp with 2 chunks in flight (more warps)
   if (bits == 4 && T == 1) return rows >= 8192 ? QMatvecConfig{8, 1} : QMatvecConfig{2, 2};
-  if (bits == 8 && T <= 4) return QMatvecConfig{q8_shape().first, q8_shape().second};
+  if (bits == 8 && T <= 4) {
+    const auto [R, U] = q8_shape();
+    return QMatvecConfig{R, U};
+  }
   return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1};
 }
 

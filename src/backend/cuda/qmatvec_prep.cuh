@@ -21,6 +21,8 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "backend/cuda/launch.cuh"
+
 namespace mere::cuda::prep {
 
 // Floats of one row t of the SIMT layout: whole spans of 32 chunks (the last one padded).
@@ -82,6 +84,15 @@ __host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int
     L.gdg = reinterpret_cast<uint4*>(gm);
     L.gsx2 = reinterpret_cast<float2*>(gm + T * (cols / 64) * 48);
   }
+  return L;
+}
+
+// The layout a producer kernel writes for the next matvec (rms_norm_prep, gated_rms_norm_prep, the
+// src prepares): with MERE_CUDA_PDL_EARLY the producer lets that matvec launch before its own wait
+// (launch.cuh pdl_begin_producer), so the matvec's blocks land and prefetch their weights earlier.
+inline Layout producer_layout(float* ws, int64_t T, int64_t cols, int bits) {
+  Layout L = layout(ws, T, cols, bits);
+  L.early = pdl_early() ? 1 : 0;
   return L;
 }
 

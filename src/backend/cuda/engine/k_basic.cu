@@ -326,8 +326,7 @@ void rms_norm_prep(cudaStream_t s, float* x, const float* add, const float* w, i
                    int bits, float* ws) {
   MERE_CHECK((bits == 4 || bits == 8) && n % 64 == 0, "rms_norm_prep", "expected 4 or 8 bits and a width divisible by 64, got ",
              bits, " bits, width ", n);
-  prep::Layout L = prep::layout(ws, T, n, bits);
-  L.early = pdl_early() ? 1 : 0;  // the next launch (a matvec on L) may start its prefetch now
+  const prep::Layout L = prep::producer_layout(ws, T, n, bits);
   if (bits == 4) launch_norm<4>(s, x, n, add, w, T, n, eps, y, n, L);
   else launch_norm<8>(s, x, n, add, w, T, n, eps, y, n, L);
 }

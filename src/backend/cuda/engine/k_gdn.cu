@@ -355,8 +355,7 @@ void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const f
   MERE_CHECK((bits == 4 || bits == 8) && Dv % 64 == 0, "gated_rms_norm_prep",
              "expected 4 or 8 bits and a head width divisible by 64, got ", bits, " bits, head width ", Dv);
   dim3 grid(static_cast<unsigned>(Hv), static_cast<unsigned>(T));
-  prep::Layout L = prep::layout(ws, T, Hv * Dv, bits);
-  L.early = pdl_early() ? 1 : 0;  // the next launch (a matvec on L) may start its prefetch now
+  const prep::Layout L = prep::producer_layout(ws, T, Hv * Dv, bits);
   if (bits == 4)
     launch("gated_rms_norm_kernel<4> (prepare)", &gated_rms_norm_kernel<4>, grid, kPrepThreads, 0, s, x, z, w,
            static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);

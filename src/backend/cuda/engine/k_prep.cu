@@ -65,8 +65,7 @@ void launch(cudaStream_t s, const Src& src, int64_t T, int64_t cols, int bits, f
   MERE_CHECK((bits == 4 || bits == 8) && cols % 64 == 0 && T >= 1 && T * cols < (int64_t{1} << 31), what,
              "expected 4 or 8 bits, a width divisible by 64 and T*width < 2^31, got ", bits, " bits, T ", T, ", width ",
              cols);
-  prep::Layout L = prep::layout(ws, T, cols, bits);
-  L.early = pdl_early() ? 1 : 0;  // the next launch (a matvec on L) may start its prefetch now
+  const prep::Layout L = prep::producer_layout(ws, T, cols, bits);
   const int64_t n = bits == 4 ? T * (cols / 64) * 8 : T * (cols / 16);
   const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
   if (bits == 4)
