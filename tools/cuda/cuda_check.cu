@@ -18,11 +18,13 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
+#include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/norm.h"
@@ -479,6 +481,72 @@ void l2n_rows(std::vector<float>& v, int64_t rows, int64_t d, float mul) {
   }
 }
 
+// The engine's step + gated norm + prepare launch (k::gdn_step_norm_prep) against gdn_decode then
+// k::gated_rms_norm_prep: o, S, y and the whole prepared workspace bitwise, 4- and 8-bit, two launches
+// in a row on the same state (the second finds the head counters reset by the first).
+void check_gdn_step_norm(CudaDevice& dev) {
+  struct Case { int64_t Hk, Hv, T; };
+  const Case cases[] = {{16, 48, 1}, {16, 48, 9}, {16, 32, 1}, {16, 32, 4}, {1, 3, 2}};
+  int ci = 0;
+  for (const auto& c : cases)
+    for (int bits : {4, 8}) {
+      const int64_t D = 128, W = c.Hv * D;
+      auto S = random_vec(static_cast<size_t>(c.Hv * D * D), 800 + ci, -0.5f, 0.5f);
+      auto q = random_vec(static_cast<size_t>(c.T * c.Hk * D), 810 + ci);
+      auto k = random_vec(static_cast<size_t>(c.T * c.Hk * D), 820 + ci);
+      l2n_rows(q, c.T * c.Hk, D, 1.0f / std::sqrt(128.0f));
+      l2n_rows(k, c.T * c.Hk, D, 1.0f);
+      const auto v = random_vec(static_cast<size_t>(c.T * W), 830 + ci);
+      const auto g = random_vec(static_cast<size_t>(c.T * c.Hv), 840 + ci, -3.0f, -0.01f);
+      const auto beta = random_vec(static_cast<size_t>(c.T * c.Hv), 850 + ci, 0.05f, 0.95f);
+      const auto z = random_vec(static_cast<size_t>(c.T * W), 860 + ci, -3.0f, 3.0f);
+      const auto w = random_vec(static_cast<size_t>(D), 870 + ci, 0.5f, 1.5f);
+      const size_t wsf = static_cast<size_t>(qmatvec_workspace_floats(c.T, W, bits));
+      struct Run {
+        DeviceBuffer S, o, y, ws;
+      };
+      auto make = [&](const char* what) {
+        Run r{to_device(dev, S, what), dev.alloc(static_cast<size_t>(c.T * W) * 4, what),
+              dev.alloc(static_cast<size_t>(c.T * W) * 4, what), dev.alloc(wsf * 4, what)};
+        poison(dev, r.o);
+        poison(dev, r.y);
+        dev.fill_bytes(r.ws.get(), 0, wsf * 4);  // unwritten padding must compare equal
+        return r;
+      };
+      DeviceBuffer dq = to_device(dev, q, "q"), dk = to_device(dev, k, "k"), dv = to_device(dev, v, "v"),
+                   dg = to_device(dev, g, "g"), db = to_device(dev, beta, "beta"), dz = to_device(dev, z, "z"),
+                   dw = to_device(dev, w, "w");
+      DeviceBuffer done = dev.alloc(static_cast<size_t>(c.Hv) * 4, "head counters");
+      dev.fill_bytes(done.get(), 0, static_cast<size_t>(c.Hv) * 4);
+      Run two = make("two launches"), one = make("one launch");
+      for (int rep = 0; rep < 2; ++rep) {
+        gdn_decode(dev, two.S.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>(), dg.as<float>(),
+                   db.as<float>(), c.T, c.Hk, c.Hv, D, D, two.o.as<float>());
+        k::gated_rms_norm_prep(dev.stream(), two.o.as<float>(), dz.as<float>(), dw.as<float>(), c.T, c.Hv, D, 1e-6f,
+                               two.y.as<float>(), bits, two.ws.as<float>());
+        k::gdn_step_norm_prep(dev.stream(), one.S.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>(),
+                              dg.as<float>(), db.as<float>(), c.T, c.Hk, c.Hv, D, D, one.o.as<float>(), dz.as<float>(),
+                              dw.as<float>(), 1e-6f, one.y.as<float>(), bits, one.ws.as<float>(),
+                              static_cast<unsigned*>(done.get()));
+      }
+      bool same = true;
+      using Pair = std::tuple<DeviceBuffer*, DeviceBuffer*, size_t>;
+      for (auto [a, b, n] : std::initializer_list<Pair>{
+               {&two.S, &one.S, S.size()}, {&two.o, &one.o, v.size()}, {&two.y, &one.y, v.size()}, {&two.ws, &one.ws, wsf}}) {
+        const auto x = from_device<uint32_t>(dev, *a, n), y = from_device<uint32_t>(dev, *b, n);
+        same = same && x == y;
+      }
+      const auto cnt = from_device<uint32_t>(dev, done, static_cast<size_t>(c.Hv));
+      const bool reset = std::all_of(cnt.begin(), cnt.end(), [](uint32_t v) { return v == 0; });
+      record_bool("gdn_step_norm_prep[Hk=" + std::to_string(c.Hk) + ",Hv=" + std::to_string(c.Hv) + ",T=" +
+                      std::to_string(c.T) + "," + std::to_string(bits) + "-bit] vs gdn_decode + gated_rms_norm_prep",
+                  same && reset,
+                  std::string(same ? "S, o, y, workspace bitwise over 2 launches" : "MISMATCH") +
+                      (reset ? "" : "; head counters not reset"));
+      ++ci;
+    }
+}
+
 void check_gdn(CudaDevice& dev) {
   struct Case { int64_t Hk, Hv, T; };
   const Case cases[] = {{16, 48, 1}, {16, 48, 4}, {16, 32, 1}, {16, 32, 9}, {2, 2, 3}, {1, 3, 2}};
@@ -515,6 +583,7 @@ void check_gdn(CudaDevice& dev) {
     record(tag + " S vs ops::gdn_step", compare(got_S.data(), S.data(), S.size(), 1e-5, 1e-4), 1e-10);
     ++ci;
   }
+  check_gdn_step_norm(dev);
 }
 
 // ---------------------------------------------------------------- attention

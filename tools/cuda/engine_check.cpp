@@ -30,7 +30,9 @@
 
 #include "core/json.h"
 #include "io/npy.h"
+#include "model/geometry.h"
 #include "model/qwen35.h"
+#include "model/synth.h"
 #include "quant/convert.h"
 #include "runtime/generator.h"
 
@@ -395,10 +397,11 @@ void attn_gqa(const std::string& root, const std::string& name) {
 
 // The engine loaded with `var` unset (the default) against `var`=`value`: decode, verification and
 // MTP-head logits bitwise, greedy generations equal (switches that must not change a bit). `var` is
-// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE): two loads side by side.
+// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_STEP_NORM,
+// MERE_CUDA_MV_TUNE's table): two loads side by side.
 // A derived checkpoint (not under models/) is also held to the CPU reference.
 void env_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
-              const char* value) {
+              const char* value, bool cpu_reference = true, const std::string& ids_from = "") {
   std::unique_ptr<Qwen35Model> fused, plain;
   {
     ScopedEnv e(var, nullptr);
@@ -411,7 +414,7 @@ void env_pair(const std::string& root, const std::string& name, const std::strin
   const std::string label = std::string(var) == "MERE_CUDA_FUSE" ? std::string("fused vs MERE_CUDA_FUSE=0")
                                                                   : std::string("default vs ") + var + "=" + value;
   const int64_t V = plain->config().vocab_size, H = plain->config().hidden_size;
-  const auto ids = read_ids(root + "/tests/data/mtp/" + name + "/input_ids.json");
+  const auto ids = read_ids(root + "/tests/data/mtp/" + (ids_from.empty() ? name : ids_from) + "/input_ids.json");
   auto run = [&](const Qwen35Model& m, std::vector<float>& mtp_lg) {
     // 24 decode steps after an 8-token prompt (T = 1 passes), then one verification pass of 9 rows
     // and the MTP head over those rows
@@ -445,7 +448,7 @@ void env_pair(const std::string& root, const std::string& name, const std::strin
   report(g_plain && g_mtp, name + " " + label + ": greedy 64 tokens equal",
          std::string("plain ") + (g_plain ? "equal" : "DIFFER") +
              (plain->has_mtp() ? std::string(", MTP ") + (g_mtp ? "equal" : "DIFFER") : std::string()));
-  if (dir.rfind(root + "/models/", 0) != 0) {  // a derived checkpoint: also against the CPU reference
+  if (cpu_reference && dir.rfind(root + "/models/", 0) != 0) {  // a derived checkpoint: also vs the CPU
     auto cpu = Qwen35Model::load(dir, "ref");
     std::vector<float> unused;
     const auto c = run(*cpu, unused);
@@ -485,7 +488,25 @@ int main(int argc, char** argv) {
   }
   guarded("qwen35-moe-tiny fusion", [&] { fusion(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny"); });
   guarded("qwen35-moe-tiny routing in gate/up", [&] {
-    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "fused");
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "separate");
+  });
+  guarded("qwen35-moe-tiny GDN step + gated norm", [&] {
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_STEP_NORM", "separate");
+  });
+  // The bundled models' linear-attention heads are 64 wide, so their GatedDeltaNet runs on the
+  // generic step; the 128-wide decode kernels (gdn_decode, the step + gated norm launch) need a
+  // real head geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny
+  // model's fixture; no CPU comparison: random weights, the pairs are what is checked)
+  guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion and GDN step + gated norm", [&] {
+    SynthOptions o;
+    o.geometry = geometry_preset("qwen3.5-0.8b");
+    o.bits = 4;
+    o.seed = 15;
+    o.out_dir = (fs::temp_directory_path() / "mere-engine-check-0.8b-q4").string();
+    o.force = true;
+    write_synth_checkpoint(o);
+    env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_STEP_NORM", "separate", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {
     QuantizeOptions q;

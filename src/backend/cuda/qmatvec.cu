@@ -312,13 +312,14 @@ detail::IntImpl int_impl(int64_t T) {
 }
 bool tensor_core_default() { return q4_kernel() == Q4Kernel::TensorCore; }
 
-// MERE_CUDA_Q8_SHAPE=R,U: the 8-bit SIMT shape for T <= 4 (default 4,2; 1,4 and 2,2 give the
-// 35B-A3B router + shared-expert gate, 257 rows, 4x / 2x the warps; the same bits whatever the
-// shape: the SIMT contract). Any other value is an error. Read once per process.
-std::pair<int, int> q8_shape() {
+// MERE_CUDA_Q8_SHAPE=R,U: the 8-bit SIMT shape for T <= 4 launches of every size; unset: 1,4 (4x
+// the warps) for launches of at most kSmallRows rows (the 35B-A3B router + shared-expert gate, 257
+// rows: H100 35B-A3B decode 379.8 -> 395.6 tok/s, session 15; 2,2 gave 391.8), 4,2 above. The same
+// bits whatever the shape (the SIMT contract). Any other value is an error. Read once per process.
+std::pair<int, int> q8_shape(int64_t rows) {
   static const std::pair<int, int> shape = [] {
     const char* e = std::getenv("MERE_CUDA_Q8_SHAPE");
-    if (e == nullptr || *e == '\0') return std::pair<int, int>{4, 2};
+    if (e == nullptr || *e == '\0') return std::pair<int, int>{0, 0};
     int R = 0, U = 0;
     char tail = 0;
     const int n = std::sscanf(e, "%d,%d%c", &R, &U, &tail);
@@ -326,7 +327,8 @@ std::pair<int, int> q8_shape() {
                "MERE_CUDA_Q8_SHAPE", "expected R,U of a compiled 8-bit shape for T = 1..4 (4,2 1,4 2,2), got '", e, "'");
     return std::pair<int, int>{R, U};
   }();
-  return shape;
+  if (shape.first != 0) return shape;
+  return rows <= detail::kSmallRows ? std::pair<int, int>{1, 4} : std::pair<int, int>{4, 2};
 }
 
 QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
@@ -342,7 +344,7 @@ QMatvecConfig default_config(int bits, int64_t T, int64_t rows, int sms) {
   // (>= 8192: 1024+ warps), else 2 rows a warp with 2 chunks in flight (more warps)
   if (bits == 4 && T == 1) return rows >= 8192 ? QMatvecConfig{8, 1} : QMatvecConfig{2, 2};
   if (bits == 8 && T <= 4) {
-    const auto [R, U] = q8_shape();
+    const auto [R, U] = q8_shape(rows);
     return QMatvecConfig{R, U};
   }
   return T <= 4 ? QMatvecConfig{4, 2} : QMatvecConfig{4, 1};

@@ -36,7 +36,12 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   const std::string_view mv = mr ? mr : "";
   MERE_CHECK(mv.empty() || mv == "fused" || mv == "separate", "MERE_CUDA_MOE_ROUTE", "expected fused or separate, got '",
              mv, "'");
-  moe_route_fused_ = mv == "fused";
+  moe_route_fused_ = mv != "separate";
+  const char* sn = std::getenv("MERE_CUDA_STEP_NORM");
+  const std::string_view sv = sn ? sn : "";
+  MERE_CHECK(sv.empty() || sv == "fused" || sv == "separate", "MERE_CUDA_STEP_NORM",
+             "expected fused or separate, got '", sv, "'");
+  step_norm_fused_ = sv != "separate";
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head", true);
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");
@@ -53,6 +58,7 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   MERE_CHECK(!has_mtp_ || mtp_layer_.kind == LayerKind::Full, "cuda engine", "MTP layer must be full attention");
   arena_.end_uploads();
   alloc_scratch();
+  tune_matvecs();
 }
 
 DLayer CudaEngine::upload_layer(const LayerWeights& L, int64_t index) {
@@ -133,15 +139,19 @@ void CudaEngine::alloc_scratch() {
     f1_ = take(R * I), f2_ = take(R * I), rlog_ = take(R * E), rw_ = take(R * K);
     eg_ = take(R * K * Ie), eu_ = take(R * K * Ie), ey_ = take(R * K * H), sh_ = take(R * H), sg_ = take(R);
     ridx_ = reinterpret_cast<int32_t*>(take(R * K));
+    gdn_done_ = reinterpret_cast<unsigned*>(take(std::max<int64_t>(Hv, 1)));
     if (pass == 0) {
       scratch_cap_ = scratch_used_;
       scratch_ = dev_.alloc(static_cast<size_t>(scratch_cap_) * 4, "forward-pass scratch");
     }
   }
+  dev_.fill_bytes(gdn_done_, 0, static_cast<size_t>(std::max<int64_t>(Hv, 1)) * 4);
 }
 
 std::string CudaEngine::describe() const {
-  return cat(dev_.describe(), ", ", static_cast<double>(arena_.bytes()) / 1e9, " GB of weights on the device");
+  const std::string shapes = matvec_shapes_summary();
+  return cat(dev_.describe(), ", ", static_cast<double>(arena_.bytes()) / 1e9, " GB of weights on the device",
+             shapes.empty() ? "" : "; matvec shapes measured at load (MERE_CUDA_MV_TUNE): " + shapes);
 }
 
 DeviceMemoryReport CudaEngine::device_memory() {

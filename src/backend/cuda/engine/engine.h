@@ -12,6 +12,7 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/engine/dmatrix.h"
 #include "backend/cuda/engine/state.h"
+#include "backend/cuda/qmatvec_tune.h"
 #include "model/device_engine.h"
 
 namespace mere::cuda {
@@ -85,6 +86,11 @@ class CudaEngine final : public DeviceEngine {
                      bool prepared = false);
   int fuse_bits(std::initializer_list<const DMat*> ms) const;
   void accumulate_prepared(const DMat& W, int64_t T, float* x);  // x += W (qws_ input)
+  // MERE_CUDA_MV_TUNE=1: times the 1-token matvec launches of the first layer of each kind, the
+  // lm_head and the MTP head at load (engine_tune.cpp); linear / linear_shared / accumulate_prepared
+  // and the lm_head launch with the measured shapes (same bits: qmatvec_tune.h)
+  void tune_matvecs();
+  std::string matvec_shapes_summary() const;  // "[rows,cols] shape us (default us); ..." ("" untuned)
   void download(void* host, const void* dev, size_t bytes);
 
   // Prefill (engine_prefill.cpp): untraced calls of T >= kGemmRows rows run in passes of up to
@@ -122,9 +128,14 @@ class CudaEngine final : public DeviceEngine {
   // MERE_CUDA_FUSE (default on; 0 off; always off with the tensor-core matvec): producers fused with
   // the matvec's prepare, shared-input projections in one launch, residual adds in the epilogue
   bool fuse_ = true;
-  // MERE_CUDA_MOE_ROUTE=fused: the MoE routing runs inside the gate/up launch (k::moe_route_gate_up,
-  // the same bits; one launch fewer a MoE layer); unset or separate: its own launch. Read at load.
-  bool moe_route_fused_ = false;
+  // MERE_CUDA_MOE_ROUTE: unset or fused: the MoE routing runs inside the gate/up launch
+  // (k::moe_route_gate_up, the same bits; one launch fewer a MoE layer; H100 35B-A3B decode +0.5%);
+  // separate: its own launch. Read at load.
+  bool moe_route_fused_ = true;
+  MatvecShapeTable mv_shapes_;
+  // MERE_CUDA_STEP_NORM: unset or fused: with fusion, the GatedDeltaNet decode step and the gated
+  // RMSNorm + prepare run as one launch (k::gdn_step_norm_prep, the same bits); separate: two. Read at load.
+  bool step_norm_fused_ = true;
 
   // scratch of one pass
   DeviceBuffer scratch_;
@@ -134,6 +145,7 @@ class CudaEngine final : public DeviceEngine {
   float *qg_, *kk_, *vv_, *q_, *att_, *aws_;
   float *f1_, *f2_, *rlog_, *rw_, *eg_, *eu_, *ey_, *sh_, *sg_;
   int32_t* ridx_ = nullptr;
+  unsigned* gdn_done_ = nullptr;  // [Hv] head counters of k::gdn_step_norm_prep (zero between launches)
 };
 
 }  // namespace mere::cuda

@@ -29,7 +29,10 @@ void CudaEngine::download(void* host, const void* src, size_t bytes) {
 }
 
 void CudaEngine::linear(const DMat& W, const float* x, int64_t T, float* y) {
-  if (W.quantized() && W.count == 1) qlinear(dev_, W.qview(), x, T, qws_, y);
+  if (W.quantized() && W.count == 1) {
+    const QMatvecOut o{W.qview(), y, false};
+    qlinear(dev_, W.qview(), x, T, qws_, y, mv_shapes_.get(&o, 1, T));
+  }
   else k::gemv(dev_.stream(), W, x, T, 1, nullptr, y);
 }
 
@@ -63,15 +66,18 @@ void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, floa
     QMatvecOut o[kMaxMultiMatrices];
     int n = 0;
     for (const auto& [W, y] : outs) o[n++] = QMatvecOut{W->qview(), y, false};
-    qmatvec_multi(dev_, o, n, qws_, T);
+    qmatvec_multi(dev_, o, n, qws_, T, mv_shapes_.get(o, n, T));
     return;
   }
-  for (const auto& [W, y] : outs) qmatvec(dev_, W->qview(), qws_, T, y);
+  for (const auto& [W, y] : outs) {
+    const QMatvecOut o{W->qview(), y, false};
+    qmatvec(dev_, W->qview(), qws_, T, y, mv_shapes_.get(&o, 1, T));
+  }
 }
 
 void CudaEngine::accumulate_prepared(const DMat& W, int64_t T, float* x) {
   const QMatvecOut o{W.qview(), x, true};
-  qmatvec_multi(dev_, &o, 1, qws_, T);
+  qmatvec_multi(dev_, &o, 1, qws_, T, mv_shapes_.get(&o, 1, T));
 }
 
 bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepared, int64_t T, float* kc, float* vc,
@@ -127,10 +133,17 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
     cp(tr.g, gg_, Hv);
     cp(tr.beta, gbeta_, Hv);
   }
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const int ob = Dv % 64 == 0 ? fuse_bits({&g.out}) : 0;
+  if (ob && step_norm_fused_ && k::gdn_step_norm_supported(Hk, Dk, Hv, Dv)) {  // step + norm + prepare, one launch
+    k::gdn_step_norm_prep(s, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_, z_, g.norm, eps, gout_,
+                          ob, qws_, gdn_done_);
+    accumulate_prepared(g.out, T, x);
+    return true;
+  }
   if (Dk == 128 && Dv == 128) gdn_decode(dev_, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
   else k::gdn_generic(s, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  if (const int ob = Dv % 64 == 0 ? fuse_bits({&g.out}) : 0) {  // norm + prepare, out_proj added to x
+  if (ob) {  // norm + prepare, out_proj added to x
     k::gated_rms_norm_prep(s, core_, z_, g.norm, T, Hv, Dv, eps, gout_, ob, qws_);
     accumulate_prepared(g.out, T, x);
     return true;
@@ -223,7 +236,8 @@ void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool
   const int head_bits = (all_logits || T == 1) && (last_logits || want_argmax || all_logits) ? fuse_bits({&lm_head_}) : 0;
   if (head_bits) {  // the final norm prepares the lm_head's input (every row is wanted)
     k::rms_norm_prep(s, x_, nullptr, final_norm_, T, H, eps, h_, head_bits, qws_);
-    qmatvec(dev_, lm_head_.qview(), qws_, T, logits_);
+    const QMatvecOut o{lm_head_.qview(), logits_, false};
+    qmatvec(dev_, lm_head_.qview(), qws_, T, logits_, mv_shapes_.get(&o, 1, T));
   } else {
     k::rms_norm(s, x_, H, final_norm_, T, H, eps, h_, H);
     if (all_logits) linear(lm_head_, h_, T, logits_);

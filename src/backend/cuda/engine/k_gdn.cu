@@ -3,6 +3,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/gdn_step.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
 
@@ -265,25 +266,66 @@ __global__ void gdn_generic_kernel(float* S, const float* q, const float* k, con
   }
 }
 
-// PREP = 4 or 8: then the block prepares its head's columns of y as qmatvec's input (into L).
+// The gated RMSNorm of head h of token t (x, z, y: [T, Hv, Dv]), by the threads of one block: the
+// first kPrepThreads threads hold the values (a thread per column, stride kPrepThreads) and the
+// others add zeros to the block sum (exact), so a 256-thread block gives the 128-thread block's bits.
+// PREP = 4 or 8: then the block prepares the head's columns of y as qmatvec's input (into L).
+template <int PREP>
+__device__ __forceinline__ void gated_norm_head(const float* x, const float* z, const float* w, int Hv, int Dv,
+                                                float eps, float* y, const prep::Layout& L, int h, int t,
+                                                float* partial) {
+  const int64_t off = (static_cast<int64_t>(t) * Hv + h) * Dv;
+  const bool holder = threadIdx.x < kPrepThreads;
+  float ss = 0.0f;
+  if (holder)
+    for (int i = threadIdx.x; i < Dv; i += kPrepThreads) ss = __fmaf_rn(__ldcg(x + off + i), __ldcg(x + off + i), ss);
+  const float r = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(block_sum(ss, partial), static_cast<float>(Dv)), eps));
+  if (holder)
+    for (int i = threadIdx.x; i < Dv; i += kPrepThreads)
+      y[off + i] = __fmul_rn(__fmul_rn(w[i], __fmul_rn(__ldcg(x + off + i), r)), silu(z[off + i]));
+  if constexpr (PREP != 0) {
+    __syncthreads();  // the head's y was written by every thread of the block: read it back from L2
+    const float* yr = y + static_cast<int64_t>(t) * Hv * Dv;
+    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, t, h * Dv, (h + 1) * Dv, L);
+  }
+}
+
 template <int PREP>
 __global__ void __launch_bounds__(kPrepThreads)
     gated_rms_norm_kernel(const float* x, const float* z, const float* w, int Hv, int Dv, float eps, float* y,
                           prep::Layout L) {
   pdl_begin_producer(L.early);
   __shared__ float partial[kPrepThreads / 32];
-  const int64_t off = (static_cast<int64_t>(blockIdx.y) * Hv + blockIdx.x) * Dv;
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < Dv; i += kPrepThreads) ss = __fmaf_rn(x[off + i], x[off + i], ss);
-  const float r = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(block_sum(ss, partial), static_cast<float>(Dv)), eps));
-  for (int i = threadIdx.x; i < Dv; i += kPrepThreads)
-    y[off + i] = __fmul_rn(__fmul_rn(w[i], __fmul_rn(x[off + i], r)), silu(z[off + i]));
-  if constexpr (PREP != 0) {
-    __syncthreads();  // the head's y was written by every thread of the block: read it back from L2
-    const float* yr = y + static_cast<int64_t>(blockIdx.y) * Hv * Dv;
-    const int c0 = static_cast<int>(blockIdx.x) * Dv;
-    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, static_cast<int>(blockIdx.y), c0, c0 + Dv, L);
-  }
+  gated_norm_head<PREP>(x, z, w, Hv, Dv, eps, y, L, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                        partial);
+}
+
+// The decode step (gdn_decode's rows, gdn_step.cuh) and the gated RMSNorm + prepare of
+// gated_rms_norm_kernel<PREP> in one launch: 8 warps a block, a warp an S row, 16 blocks a head;
+// the block that finishes a head last (a counter a head, `done`, zero between launches: that block
+// resets it) runs the head's norm for every token. Same bits as the two launches.
+constexpr int kStepWarps = 8;
+template <int PREP>
+__global__ void __launch_bounds__(kStepWarps * 32)
+    gdn_step_norm_kernel(float* __restrict__ S, const float* __restrict__ q, const float* __restrict__ k,
+                         const float* __restrict__ v, const float* __restrict__ g, const float* __restrict__ beta,
+                         int T, int Hk, int Hv, float* o, const float* z, const float* w, float eps, float* y,
+                         prep::Layout L, unsigned* done) {
+  pdl_begin_producer(L.early);
+  __shared__ float partial[kStepWarps];
+  __shared__ bool last;
+  constexpr int kBlocksPerHead = gdn::kD / kStepWarps;
+  const int row = blockIdx.x * kStepWarps + (threadIdx.x >> 5);
+  gdn::row_step(S, q, k, v, g, beta, T, Hk, Hv, row, threadIdx.x & 31, o);
+  const int h = static_cast<int>(blockIdx.x) / kBlocksPerHead;
+  __threadfence();  // this block's o before its count
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(done + h, 1u) == kBlocksPerHead - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // the other blocks' o (read through L2: __ldcg)
+  if (threadIdx.x == 0) done[h] = 0;
+  for (int t = 0; t < T; ++t) gated_norm_head<PREP>(o, z, w, Hv, gdn::kD, eps, y, L, h, t, partial);
 }
 
 }  // namespace
@@ -362,6 +404,28 @@ void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const f
   else
     launch("gated_rms_norm_kernel<8> (prepare)", &gated_rms_norm_kernel<8>, grid, kPrepThreads, 0, s, x, z, w,
            static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
+}
+
+void gdn_step_norm_prep(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,
+                        const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o,
+                        const float* z, const float* w, float eps, float* y, int bits, float* ws, unsigned* done) {
+  MERE_CHECK(gdn_step_norm_supported(Hk, Dk, Hv, Dv) && (bits == 4 || bits == 8) && T >= 1 &&
+                 T * Hv * Dv < (int64_t{1} << 31),
+             "cuda gdn_step_norm_prep", "expected Dk = Dv = 128, Hv a multiple of Hk, 4 or 8 bits, got Dk ", Dk,
+             ", Dv ", Dv, ", Hk ", Hk, ", Hv ", Hv, ", ", bits, " bits, T ", T);
+  const prep::Layout L = prep::producer_layout(ws, T, Hv * Dv, bits);
+  const unsigned blocks = static_cast<unsigned>(Hv * Dv / kStepWarps);
+  const int iT = static_cast<int>(T), iHk = static_cast<int>(Hk), iHv = static_cast<int>(Hv);
+  if (bits == 4)
+    launch("gdn_step_norm_kernel<4>", &gdn_step_norm_kernel<4>, blocks, kStepWarps * 32, 0, s, S, q, k, v, g, beta, iT,
+           iHk, iHv, o, z, w, eps, y, L, done);
+  else
+    launch("gdn_step_norm_kernel<8>", &gdn_step_norm_kernel<8>, blocks, kStepWarps * 32, 0, s, S, q, k, v, g, beta, iT,
+           iHk, iHv, o, z, w, eps, y, L, done);
+}
+
+bool gdn_step_norm_supported(int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv) {
+  return Dk == gdn::kD && Dv == gdn::kD && Hk >= 1 && Hv >= Hk && Hv % Hk == 0;
 }
 
 }  // namespace mere::cuda::k

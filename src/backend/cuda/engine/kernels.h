@@ -36,6 +36,13 @@ void sigmoid_gate_prep(cudaStream_t s, const float* out, const float* qg, int64_
 // y = gated_rms_norm(x, z) (as below, y written); ws = prepare(y) over the width Hv*Dv; Dv % 64 == 0
 void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
                          int64_t Dv, float eps, float* y, int bits, float* ws);
+// gdn_decode (gdn.h) and gated_rms_norm_prep in one launch (decode fusion; same bits as the two):
+// the block finishing a head last runs its norm. done: [Hv] u32, zero before the first launch (each
+// launch leaves it zero). Needs Dk = Dv = 128 (gdn_step_norm_supported), else mere::Error.
+bool gdn_step_norm_supported(int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv);
+void gdn_step_norm_prep(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,
+                        const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o,
+                        const float* z, const float* w, float eps, float* y, int bits, float* ws, unsigned* done);
 
 void add(cudaStream_t s, float* x, const float* y, int64_t n);        // x += y
 void swiglu(cudaStream_t s, float* g, const float* u, int64_t n);     // g = silu(g) * u

@@ -1,0 +1,54 @@
+// The GatedDeltaNet decode step of one S row (gdn.h), shared by gdn_decode (gdn.cu) and the
+// engine's step + gated norm launch (engine/k_gdn.cu), so both give bitwise the same o and state.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace mere::cuda::gdn {
+
+constexpr int kD = 128;  // Dk = Dv
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+__device__ __forceinline__ float dot4(const float4& a, const float4& b) {
+  return __fmaf_rn(a.w, b.w, __fmaf_rn(a.z, b.z, __fmaf_rn(a.y, b.y, __fmul_rn(a.x, b.x))));
+}
+
+// One warp, row `row` = h * 128 + i of S ([Hv, Dv, Dk]) for T tokens in order, a float4 a lane:
+// S <- e^g S; m = S k; d = beta (v_i - m); S <- S + d k^T; o_i = S q. Lane 0 stores o[t, h, i].
+__device__ __forceinline__ void row_step(float* __restrict__ S, const float* __restrict__ q,
+                                         const float* __restrict__ k, const float* __restrict__ v,
+                                         const float* __restrict__ g, const float* __restrict__ beta, int T, int Hk,
+                                         int Hv, int row, int lane, float* __restrict__ o) {
+  const int h = row / kD, i = row - h * kD;
+  const int kh = h / (Hv / Hk);
+  float4* srow = reinterpret_cast<float4*>(S + static_cast<size_t>(row) * kD) + lane;
+  float4 s = *srow;
+  for (int t = 0; t < T; ++t) {
+    const float4 kk = __ldg(reinterpret_cast<const float4*>(k + (static_cast<size_t>(t) * Hk + kh) * kD) + lane);
+    const float4 qq = __ldg(reinterpret_cast<const float4*>(q + (static_cast<size_t>(t) * Hk + kh) * kD) + lane);
+    const float decay = expf(__ldg(g + t * Hv + h));
+    const float bt = __ldg(beta + t * Hv + h);
+    const float vi = __ldg(v + (static_cast<size_t>(t) * Hv + h) * kD + i);
+    s.x = __fmul_rn(s.x, decay);
+    s.y = __fmul_rn(s.y, decay);
+    s.z = __fmul_rn(s.z, decay);
+    s.w = __fmul_rn(s.w, decay);
+    const float m = warp_sum(dot4(s, kk));
+    const float d = __fmul_rn(bt, __fsub_rn(vi, m));
+    s.x = __fmaf_rn(d, kk.x, s.x);
+    s.y = __fmaf_rn(d, kk.y, s.y);
+    s.z = __fmaf_rn(d, kk.z, s.z);
+    s.w = __fmaf_rn(d, kk.w, s.w);
+    const float oi = warp_sum(dot4(s, qq));
+    if (lane == 0) o[(static_cast<size_t>(t) * Hv + h) * kD + i] = oi;
+  }
+  *srow = s;
+}
+
+}  // namespace mere::cuda::gdn

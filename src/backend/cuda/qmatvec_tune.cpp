@@ -1,0 +1,163 @@
+// MatvecShapeTable (qmatvec_tune.h): each 1-token matvec launch of the engine timed with every
+// compiled integer-contract shape, in a CUDA graph of back-to-back launches (as the decode graph
+// runs them, programmatic dependent launch included).
+#include "backend/cuda/qmatvec_tune.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec_int.h"
+#include "core/error.h"
+
+namespace mere::cuda {
+namespace {
+
+constexpr int kLaunches = 16;  // launches a graph: ~0.2-4 ms a replay at the real shapes
+constexpr int kReplays = 3;    // timed replays a round (the fastest kept)
+constexpr int kRounds = 3;     // rounds over all shapes (the median kept): drift hits every shape alike
+constexpr double kMargin = 0.98;
+
+// Owns a captured graph and two events; frees them on every path (capture errors included).
+struct GraphTimer {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  ~GraphTimer() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+  }
+};
+
+// µs a launch of `cfg` on this launch: the fastest of kReplays replays of a kLaunches graph.
+double graph_us(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T, const QMatvecConfig& cfg) {
+  cudaStream_t s = dev.stream();
+  GraphTimer t;
+  MERE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  try {
+    for (int i = 0; i < kLaunches; ++i) qmatvec_multi(dev, outs, n, ws, T, cfg);
+  } catch (...) {
+    cudaStreamEndCapture(s, &t.graph);
+    throw;
+  }
+  MERE_CUDA_CHECK(cudaStreamEndCapture(s, &t.graph));
+  MERE_CUDA_CHECK(cudaGraphInstantiate(&t.exec, t.graph, 0));
+  MERE_CUDA_CHECK(cudaEventCreate(&t.e0));
+  MERE_CUDA_CHECK(cudaEventCreate(&t.e1));
+  MERE_CUDA_CHECK(cudaGraphLaunch(t.exec, s));  // warm: instruction cache, clocks
+  float best = 0;
+  for (int r = 0; r < kReplays; ++r) {
+    MERE_CUDA_CHECK(cudaEventRecord(t.e0, s));
+    MERE_CUDA_CHECK(cudaGraphLaunch(t.exec, s));
+    MERE_CUDA_CHECK(cudaEventRecord(t.e1, s));
+    MERE_CUDA_CHECK(cudaEventSynchronize(t.e1));
+    float ms = 0;
+    MERE_CUDA_CHECK(cudaEventElapsedTime(&ms, t.e0, t.e1));
+    if (r == 0 || ms < best) best = ms;
+  }
+  return 1000.0 * best / kLaunches;
+}
+
+// The integer-contract shapes compiled for T: register R rows a batch x U chunks in flight, the
+// per-launch fit, the cp.async ring R rows x D stages.
+std::vector<QMatvecConfig> candidates(int64_t T) {
+  std::vector<QMatvecConfig> out;
+  auto add = [&](QMatvecConfig c) {
+    if (qmatvec_config_available(4, T, c)) out.push_back(c);
+  };
+  for (auto [R, U] : {std::pair{4, 1}, {3, 1}, {2, 1}, {2, 2}, {8, 1}, {detail::kIntFitRows, 1}}) {
+    QMatvecConfig c;
+    c.integer = 1;
+    c.rows_per_warp = R;
+    c.unroll = U;
+    add(c);
+  }
+  for (auto [R, D] : {std::pair{4, 3}, {2, 4}}) {
+    QMatvecConfig c;
+    c.integer = detail::kIntPipelined;
+    c.rows_per_warp = R;
+    c.unroll = 1;
+    c.stages = D;
+    add(c);
+  }
+  return out;
+}
+
+bool same_launch(const MatvecTuneRecord& r, const QMatvecOut* outs, int n, int64_t T) {
+  if (r.T != T || r.cols != outs[0].W.cols || static_cast<int>(r.rows.size()) != n) return false;
+  for (int i = 0; i < n; ++i)
+    if (r.rows[static_cast<size_t>(i)] != outs[i].W.rows) return false;
+  return true;
+}
+
+}  // namespace
+
+bool matvec_tune_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("MERE_CUDA_MV_TUNE");
+    const std::string_view v = e ? e : "";
+    MERE_CHECK(v.empty() || v == "0" || v == "1", "MERE_CUDA_MV_TUNE", "expected 0 or 1, got '", v, "'");
+    return v == "1";
+  }();
+  return on;
+}
+
+std::string matvec_shape_name(const QMatvecConfig& c) {
+  if (c.rows_per_warp == 0 || c.unroll == 0) return "default";
+  if (c.integer == detail::kIntPipelined)
+    return "pipe R" + std::to_string(c.rows_per_warp) + "D" + std::to_string(c.stages);
+  if (c.rows_per_warp == detail::kIntFitRows) return "fit";
+  return "R" + std::to_string(c.rows_per_warp) + "U" + std::to_string(c.unroll);
+}
+
+const MatvecTuneRecord* MatvecShapeTable::find(const QMatvecOut* outs, int n, int64_t T) const {
+  for (const MatvecTuneRecord& r : records_)
+    if (same_launch(r, outs, n, T)) return &r;
+  return nullptr;
+}
+
+QMatvecConfig MatvecShapeTable::get(const QMatvecOut* outs, int n, int64_t T) const {
+  const MatvecTuneRecord* r = n >= 1 ? find(outs, n, T) : nullptr;
+  return r ? r->cfg : QMatvecConfig{};
+}
+
+void MatvecShapeTable::tune(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T) {
+  MERE_CHECK(n >= 1 && n <= kMaxMultiMatrices, "matvec tuning", "matrix count out of range: ", n);
+  if (find(outs, n, T) != nullptr || outs[0].W.bits != 4 || outs[0].W.tiled) return;
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i) total += outs[i].W.rows;
+  const QMatvecConfig def = qmatvec_default_config(4, T, total);
+  if (def.integer != 1 && def.integer != detail::kIntPipelined) return;  // another contract's kernel
+  std::vector<QMatvecConfig> cands = candidates(T);
+  if (!detail::q4pipe_supported(outs, n, outs[0].W.cols))  // else it would time the register fallback
+    std::erase_if(cands, [](const QMatvecConfig& c) { return c.integer == detail::kIntPipelined; });
+  std::vector<std::vector<double>> us(cands.size() + 1);
+  for (int round = 0; round < kRounds; ++round) {
+    us[0].push_back(graph_us(dev, outs, n, ws, T, QMatvecConfig{}));
+    for (size_t c = 0; c < cands.size(); ++c) us[c + 1].push_back(graph_us(dev, outs, n, ws, T, cands[c]));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  MatvecTuneRecord rec;
+  for (int i = 0; i < n; ++i) rec.rows.push_back(outs[i].W.rows);
+  rec.cols = outs[0].W.cols;
+  rec.T = T;
+  rec.default_us = median(us[0]);
+  rec.tried.emplace_back("default (" + matvec_shape_name(def) + ")", rec.default_us);
+  rec.chosen = "default (" + matvec_shape_name(def) + ")";
+  rec.chosen_us = rec.default_us;
+  double best = rec.default_us * kMargin;
+  for (size_t c = 0; c < cands.size(); ++c) {
+    const double m = median(us[c + 1]);
+    rec.tried.emplace_back(matvec_shape_name(cands[c]), m);
+    if (m < best) best = m, rec.cfg = cands[c], rec.chosen = matvec_shape_name(cands[c]), rec.chosen_us = m;
+  }
+  records_.push_back(std::move(rec));
+}
+
+}  // namespace mere::cuda
