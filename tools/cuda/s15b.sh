@@ -26,6 +26,18 @@ left 200 && AB="$OLD;MERE_CUDA_PDL=1;MERE_CUDA_MV_TUNE=1" timeout 200 bash tools
 python3 -c "import json;print(json.load(open('$OUT/ab27-v2-r1.json'))['machine']['device'])" 2>/dev/null | tee $OUT/tune27.txt
 left 120 && AB="$OLD;MERE_CUDA_PDL=1;MERE_CUDA_MV_TUNE=1" timeout 170 bash tools/cuda/engine_run.sh ab35; pack
 python3 -c "import json;print(json.load(open('$OUT/ab35-v2-r1.json'))['machine']['device'])" 2>/dev/null | tee $OUT/tune35.txt
-left 90 && MERE_CUDA_MV_TUNE=1 MVS="int" timeout 120 bash tools/cuda/engine_run.sh vb27; pack
+# the acceptance-style benches (5 reps) on the new defaults, tuned shapes only if they won ab27
+T27=$(python3 - "$OUT" <<'PY'
+import glob, json, re, statistics, sys
+o = sys.argv[1]
+ok = glob.glob(o + "/ec-tune.log") and re.search(r"checks, 0 failed", open(o + "/ec-tune.log").read())
+med = lambda i: statistics.median([json.load(open(f))["runs"][0]["decode_tok_s"]["median"] for f in glob.glob("%s/ab27-v%d-r*.json" % (o, i))] or [0])
+print("MERE_CUDA_MV_TUNE=1" if ok and med(2) > med(1) * 1.005 else "MERE_CUDA_PDL=1")
+PY
+)
+echo "acceptance env 27B: $T27" | tee $OUT/acceptance-env.txt
+left 100 && env $T27 PROMPT=512 GEN=128 NCU= NOGRAPH= TAG=s15b timeout 120 bash tools/cuda/engine_run.sh b27 b27long; pack
+left 60 && PROMPT=512 GEN=128 NCU= NOGRAPH= TAG=s15b timeout 80 bash tools/cuda/engine_run.sh b35; pack
+left 70 && env $T27 MVS="int" timeout 100 bash tools/cuda/engine_run.sh vb27; pack
 left 60 && timeout 100 bash tools/cuda/engine_run.sh pdl 2>&1 | tail -1; pack
 echo "total $((SECONDS-t0))s"; pack
