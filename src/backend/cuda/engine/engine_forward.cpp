@@ -32,8 +32,9 @@ void CudaEngine::linear(const DMat& W, const float* x, int64_t T, float* y) {
   if (W.quantized() && W.count == 1) {
     const QMatvecOut o{W.qview(), y, false};
     qlinear(dev_, W.qview(), x, T, qws_, y, mv_shapes_.get(&o, 1, T));
+  } else {
+    k::gemv(dev_.stream(), W, x, T, 1, nullptr, y);
   }
-  else k::gemv(dev_.stream(), W, x, T, 1, nullptr, y);
 }
 
 // Bit width of qmatvec's prepared input when every matrix of `ms` can run on one prepare produced by
