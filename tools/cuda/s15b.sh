@@ -18,14 +18,14 @@ timeout 150 $B/mere_cuda_check --no-bench >$OUT/cuda_check.log 2>&1; echo "cuda_
 grep -E "FAIL|gdn_step_norm|checks" $OUT/cuda_check.log | tail -14; pack
 timeout 150 $B/mere_engine_check . >$OUT/engine_check.log 2>&1; echo "ec rc=$? $((SECONDS-t0))s"
 grep -E "FAIL|checks|STEP_NORM|ROUTE|0.8b" $OUT/engine_check.log; pack
-MERE_CUDA_MV_TUNE=1 timeout 150 $B/mere_engine_check . >$OUT/ec-tune.log 2>&1; echo "ec tune rc=$? $((SECONDS-t0))s"
-grep -E "FAIL|checks" $OUT/ec-tune.log; pack
 wait
 OLD="MERE_CUDA_MOE_ROUTE=separate MERE_CUDA_Q8_SHAPE=4,2 MERE_CUDA_STEP_NORM=separate"
-left 200 && AB="$OLD;MERE_CUDA_PDL=1;MERE_CUDA_MV_TUNE=1" timeout 200 bash tools/cuda/engine_run.sh ab27; pack
+left 150 && AB="$OLD;MERE_CUDA_PDL=1;MERE_CUDA_MV_TUNE=1" timeout 200 bash tools/cuda/engine_run.sh ab27; pack
 python3 -c "import json;print(json.load(open('$OUT/ab27-v2-r1.json'))['machine']['device'])" 2>/dev/null | tee $OUT/tune27.txt
-left 120 && AB="$OLD;MERE_CUDA_PDL=1;MERE_CUDA_MV_TUNE=1" timeout 170 bash tools/cuda/engine_run.sh ab35; pack
+left 100 && AB="$OLD;MERE_CUDA_PDL=1;MERE_CUDA_MV_TUNE=1" timeout 170 bash tools/cuda/engine_run.sh ab35; pack
 python3 -c "import json;print(json.load(open('$OUT/ab35-v2-r1.json'))['machine']['device'])" 2>/dev/null | tee $OUT/tune35.txt
+left 60 && { MERE_CUDA_MV_TUNE=1 timeout 150 $B/mere_engine_check . >$OUT/ec-tune.log 2>&1; echo "ec tune rc=$? $((SECONDS-t0))s"
+  grep -E "FAIL|checks" $OUT/ec-tune.log; pack; }
 # the acceptance-style benches (5 reps) on the new defaults, tuned shapes only if they won ab27
 T27=$(python3 - "$OUT" <<'PY'
 import glob, json, re, statistics, sys
