@@ -490,9 +490,6 @@ int main(int argc, char** argv) {
   guarded("qwen35-moe-tiny routing in gate/up", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "separate");
   });
-  guarded("qwen35-moe-tiny GDN step + gated norm", [&] {
-    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_STEP_NORM", "separate");
-  });
   // The bundled models' linear-attention heads are 64 wide, so their GatedDeltaNet runs on the
   // generic step; the 128-wide decode kernels (gdn_decode, the step + gated norm launch) need a
   // real head geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny
@@ -505,7 +502,7 @@ int main(int argc, char** argv) {
     o.out_dir = (fs::temp_directory_path() / "mere-engine-check-0.8b-q4").string();
     o.force = true;
     write_synth_checkpoint(o);
-    env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_STEP_NORM", "separate", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {

@@ -41,7 +41,7 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   const std::string_view sv = sn ? sn : "";
   MERE_CHECK(sv.empty() || sv == "fused" || sv == "separate", "MERE_CUDA_STEP_NORM",
              "expected fused or separate, got '", sv, "'");
-  step_norm_fused_ = sv != "separate";
+  step_norm_fused_ = sv == "fused";
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head", true);
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");

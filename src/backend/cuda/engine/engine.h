@@ -133,9 +133,10 @@ class CudaEngine final : public DeviceEngine {
   // separate: its own launch. Read at load.
   bool moe_route_fused_ = true;
   MatvecShapeTable mv_shapes_;
-  // MERE_CUDA_STEP_NORM: unset or fused: with fusion, the GatedDeltaNet decode step and the gated
-  // RMSNorm + prepare run as one launch (k::gdn_step_norm_prep, the same bits); separate: two. Read at load.
-  bool step_norm_fused_ = true;
+  // MERE_CUDA_STEP_NORM=fused: with fusion, the GatedDeltaNet decode step and the gated RMSNorm +
+  // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or
+  // separate: two launches (the default until a GPU run has checked and measured it). Read at load.
+  bool step_norm_fused_ = false;
 
   // scratch of one pass
   DeviceBuffer scratch_;
