@@ -86,7 +86,7 @@ for stage in "$@"; do
       synth27
       for mv in ${MVS:-int tc}; do
         MERE_CUDA_QMATVEC=$mv $B/mere.run model verify-bench --model $D27 --backend cuda --widths 1,2,4,8,9 \
-          --prompt-tokens 128 --passes 8 --reps 3 --json --quiet >"$OUT/verify-27b-$mv.json" 2>"/tmp/verify-27b-$mv.err" ||
+          --prompt-tokens 128 --passes 8 --reps 3 --parity-depths ${PARITY_DEPTHS:-1,4,7} --json --quiet >"$OUT/verify-27b-$mv.json" 2>"/tmp/verify-27b-$mv.err" ||
           cat "/tmp/verify-27b-$mv.err"
         python3 - "$OUT/verify-27b-$mv.json" "$mv" <<'PY'
 import json, sys
