@@ -93,6 +93,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 print(sys.argv[2], "head/target %.3f;" % d["head_cost_ratio"],
       " ".join("w%d %.1f tok/s (x%.2f)" % (w["width"], w["tokens_per_s"]["median"], w["speedup_vs_width1"]) for w in d["widths"]))
+print(sys.argv[2], "forced-depth parity:", json.dumps(d.get("parity")))
 PY
       done ;;
     b27long)  # long-context decode: default split attention vs MERE_CUDA_ATTN=gqa (k_attn.cu)
