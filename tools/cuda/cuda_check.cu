@@ -160,8 +160,6 @@ const QMatvecConfig kSimt8Configs[] = {{4, 2}, {1, 4}, {2, 2}, {4, 1}};
 const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0, 0, 1}, {3, 1, 0, 0, 1},
                                      {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1}, {-1, 1, 0, 0, 1},  // -1: R picked per launch (fit)
                                      {4, 1, 0, 3, 2}, {2, 1, 0, 4, 2},
-                                     // bulk-copy kernel (integer 5): {rows a batch, 1, 0, stages}
-                                     {4, 1, 0, 4, 5}, {2, 1, 0, 8, 5}, {4, 1, 0, 6, 5},
                                      // tensor-core integer kernel (integer 3): {16 rows a warp, 1, 0, ring stages}
                                      {16, 1, 0, 8, 3}, {16, 1, 0, 16, 3}};
 // group-integer tensor-core kernel (integer 4, its own contract): {16, 1 ring / 2 two batches,
@@ -175,8 +173,6 @@ std::string cfg_name(const QMatvecConfig& c) {
   char b[64];
   if (c.integer == 2)
     std::snprintf(b, sizeof(b), "pipe R=%d D=%d", c.rows_per_warp, c.stages);
-  else if (c.integer == 5)
-    std::snprintf(b, sizeof(b), "bulk R=%d D=%d", c.rows_per_warp, c.stages);
   else if (c.integer == 3)
     std::snprintf(b, sizeof(b), "mma D=%d", c.stages);
   else if (c.integer == 4)
@@ -430,7 +426,7 @@ void check_qmatvec(CudaDevice& dev, bool quick) {
   check_qmatvec_shape(dev, 512, 2048, 4, all, ++seed);  // 35B-A3B expert gate/up
   check_qmatvec_shape(dev, 2048, 512, 4, all, ++seed);  // 35B-A3B expert down
   check_qmatvec_shape(dev, 2048, 512, 8, all, ++seed);
-  // the bulk-copy kernel's stages (cols % 512 == 0): a whole and a half iteration a row, odd rows
+  // a whole and a half 512-column iteration a row, odd rows
   check_qmatvec_shape(dev, 65, 1536, 4, all, seed + 1000);
   check_qmatvec_shape(dev, 257, 2048, 8, all, seed + 1001);  // the 35B-A3B router + shared gate (8-bit)
   if (quick) return;

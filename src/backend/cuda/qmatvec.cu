@@ -280,21 +280,20 @@ int current_sm_count() {
 // 4-bit default kernel, read once for the whole process (one kernel for every T keeps batch-width
 // invariance): the integer kernel; MERE_CUDA_QMATVEC=simt the fp32 SIMT kernel, =tc the tensor-core
 // one (both slower at T = 1 on the H200: docs/cuda-kernels.md §1). Any other value is an error.
-// =int-reg / =int-pipe / =int-bulk / =int-mma force one implementation of the integer contract (same bits;
+// =int-reg / =int-pipe / =int-mma force one implementation of the integer contract (same bits;
 // benchmarks); =mma the group-integer tensor-core kernel (its own contract, qmatvec.h).
-enum class Q4Kernel { Integer, IntegerRegister, IntegerPipelined, IntegerBulk, IntegerMma, GroupMma, Simt, TensorCore };
+enum class Q4Kernel { Integer, IntegerRegister, IntegerPipelined, IntegerMma, GroupMma, Simt, TensorCore };
 Q4Kernel q4_kernel() {
   static const Q4Kernel v = [] {
     const char* e = std::getenv("MERE_CUDA_QMATVEC");
     if (e == nullptr || *e == 0 || std::string_view(e) == "int") return Q4Kernel::Integer;
     if (std::string_view(e) == "int-reg") return Q4Kernel::IntegerRegister;
     if (std::string_view(e) == "int-pipe") return Q4Kernel::IntegerPipelined;
-    if (std::string_view(e) == "int-bulk") return Q4Kernel::IntegerBulk;
     if (std::string_view(e) == "int-mma") return Q4Kernel::IntegerMma;
     if (std::string_view(e) == "mma") return Q4Kernel::GroupMma;
     if (std::string_view(e) == "simt") return Q4Kernel::Simt;
     if (std::string_view(e) == "tc") return Q4Kernel::TensorCore;
-    MERE_CHECK(false, "MERE_CUDA_QMATVEC", "expected int, int-reg, int-pipe, int-bulk, int-mma, mma, simt or tc, got '", e, "'");
+    MERE_CHECK(false, "MERE_CUDA_QMATVEC", "expected int, int-reg, int-pipe, int-mma, mma, simt or tc, got '", e, "'");
     return Q4Kernel::Integer;
   }();
   return v;
@@ -304,7 +303,6 @@ detail::IntImpl int_impl(int64_t T) {
   switch (q4_kernel()) {
     case Q4Kernel::IntegerRegister: return detail::IntImpl::Register;
     case Q4Kernel::IntegerPipelined: return detail::IntImpl::Pipelined;
-    case Q4Kernel::IntegerBulk: return detail::IntImpl::Bulk;
     case Q4Kernel::IntegerMma: return detail::IntImpl::Mma;
     case Q4Kernel::GroupMma: return detail::IntImpl::Register;  // MLX-layout matrices; tiled ones: qmatvec_multi
     default: return detail::IntImpl::Register;  // the fastest in the engine (sweep of session 7)

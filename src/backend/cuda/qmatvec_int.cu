@@ -213,7 +213,6 @@ int64_t q4int_prefetch_bytes() {
 
 bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
   if (cfg.integer == kIntPipelined) return q4pipe_available(T, cfg);
-  if (cfg.integer == kIntBulk) return q4bulk_available(T, cfg);
   if (cfg.integer == kIntMma) return q4imma_available(T, cfg);
   if (cfg.integer == kGroupMma) return q4gm_available(T, cfg);
   int i = 0;
@@ -236,12 +235,6 @@ QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
     c.integer = kIntMma;
     c.rows_per_warp = 16;
     c.stages = 0;  // by the launch's tile count
-    return c;
-  }
-  if (impl == IntImpl::Bulk) {
-    c.integer = kIntBulk;
-    c.rows_per_warp = T <= 4 ? 4 : 2;
-    c.stages = T <= 4 ? 4 : 8;
     return c;
   }
   if (impl == IntImpl::Pipelined) {
@@ -289,11 +282,6 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
                            static_cast<int>(W.rows), static_cast<int>(end), outs[i].accumulate ? 1 : 0};
   }
   args.total = static_cast<int>(total);
-  if (cfg.integer == kIntBulk) {  // else the register kernel, whose rows are bitwise the same
-    if (q4bulk_supported(outs, n, cols)) return q4bulk_launch(s, args, ws, T, cols, cfg, sms);
-    q4int_launch(s, outs, n, ws, T, cols, q4int_default(T, IntImpl::Register), sms);
-    return;
-  }
   if (cfg.integer == kIntPipelined) {
     // the pipelined kernel needs an even group count and aligned rows; else the register kernel,
     // whose rows are bitwise the same (one contract)

@@ -148,7 +148,7 @@ __device__ __forceinline__ void split_nibbles(const uint4& w, uint32_t (&lo)[4],
 }
 
 
-// One iteration of a streamed kernel (pipe, bulk) for R rows and T tokens, once the lane's code
+// One iteration of a streamed kernel (the cp.async ring) for R rows and T tokens, once the lane's code
 // words are split (lo/hi) and its group's scale and bias are in sc/bi: the register kernel's chunk
 // arithmetic, acc[r][t] = fma(sc, fl(V) * 2^-e, fma(bi, sum x, acc)). xt0 = dg + 192 i + lane (this
 // iteration's digits of token 0), cj = dsx + j (the chunk's {2^-e, sum} of token 0).
@@ -189,7 +189,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[R][T], const Cursor& c, 
 }
 
 
-// ---- host side of the streamed kernels (pipe, bulk): their compiled shapes, occupancy and grid.
+// ---- host side of the streamed kernels (the cp.async ring): their compiled shapes, occupancy and grid.
 using RingFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int);
 // R rows a batch, D stages, compiled for T in [t_lo, t_hi], `smem` bytes of dynamic shared memory.
 struct RingVariant {

@@ -24,11 +24,8 @@ inline constexpr int kIntMma = 3;
 // "4-bit, group integer"): rows_per_warp 16 (a tile a warp), `stages` = groups in flight (4, 6, 8;
 // 0: by T). Not bitwise the integer kernels: one kernel for every T.
 inline constexpr int kGroupMma = 4;
-// cfg.integer of the bulk-copy implementation (qmatvec_int_bulk.cu; rows_per_warp rows a batch,
-// `stages` iterations in flight through the copy engine). Same contract, same bits.
-inline constexpr int kIntBulk = 5;
 // Which implementation a default 4-bit shape uses (GroupMma: the group-integer contract).
-enum class IntImpl { Register, Pipelined, Mma, GroupMma, Bulk };
+enum class IntImpl { Register, Pipelined, Mma, GroupMma };
 
 // Whether an integer-kernel shape (cfg.rows_per_warp rows a batch, cfg.unroll chunks in flight) is
 // compiled for T.
@@ -59,12 +56,6 @@ std::pair<int, int> q4int_small_shape();
 bool q4pipe_available(int64_t T, const QMatvecConfig& cfg);
 bool q4pipe_supported(const QMatvecOut* outs, int n, int64_t cols);
 namespace qi { struct IntArgs; }
-// The bulk-copy implementation (qmatvec_int_bulk.cu): compiled for (T, cfg)?; the matrices allow it
-// (cols % 512 == 0, 16-byte aligned codes, scales and biases)?; the launch.
-bool q4bulk_available(int64_t T, const QMatvecConfig& cfg);
-bool q4bulk_supported(const QMatvecOut* outs, int n, int64_t cols);
-void q4bulk_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int64_t T, int64_t cols,
-                   const QMatvecConfig& cfg, int sms);
 // The tensor-core implementation (qmatvec_imma.cu): compiled for (T, cfg)?; the matrices allow it
 // (16-byte aligned codes)?; the ring depth it picks for a launch of `tiles` 16-row tiles; the launch.
 bool q4imma_available(int64_t T, const QMatvecConfig& cfg);
