@@ -7,26 +7,21 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
 
 bool pdl_enabled() {
   static const bool on = [] {
-    const char* e = std::getenv("MERE_CUDA_PDL");
-    const std::string_view v = e ? e : "";
-    MERE_CHECK(v.empty() || v == "0" || v == "1", "MERE_CUDA_PDL", "expected 0 or 1, got '", v, "'");
-    return v != "0";
+    return env_choice("MERE_CUDA_PDL", {"0", "1"}) != 0;
   }();
   return on;
 }
 
 bool pdl_early() {
   static const bool on = [] {
-    const char* e = std::getenv("MERE_CUDA_PDL_EARLY");
-    const std::string_view v = e ? e : "";
-    MERE_CHECK(v.empty() || v == "0" || v == "1", "MERE_CUDA_PDL_EARLY", "expected 0 or 1, got '", v, "'");
-    return v != "0";
+    return env_choice("MERE_CUDA_PDL_EARLY", {"0", "1"}) != 0;
   }();
   return on;
 }

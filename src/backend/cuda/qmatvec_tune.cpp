@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/qmatvec_int.h"
 #include "core/error.h"
 
@@ -101,12 +102,7 @@ bool same_launch(const MatvecTuneRecord& r, const QMatvecOut* outs, int n, int64
 }  // namespace
 
 bool matvec_tune_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("MERE_CUDA_MV_TUNE");
-    const std::string_view v = e ? e : "";
-    MERE_CHECK(v.empty() || v == "0" || v == "1", "MERE_CUDA_MV_TUNE", "expected 0 or 1, got '", v, "'");
-    return v == "1";
-  }();
+  static const bool on = env_choice("MERE_CUDA_MV_TUNE", {"0", "1"}) == 1;
   return on;
 }
 

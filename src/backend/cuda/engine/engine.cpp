@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/env_choice.h"
 #include "core/error.h"
 
 namespace mere {
@@ -25,23 +26,12 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   // decode attention: the GQA-aware kernel by default wherever it supports the heads (H200: same
   // speed at short contexts, 8k-context decode 0.95x short vs 0.65x with the split kernel,
   // docs/cuda-kernels.md §4); MERE_CUDA_ATTN=split forces the split kernel, =gqa insists on GQA
-  const char* at = std::getenv("MERE_CUDA_ATTN");
-  const std::string_view av = at ? at : "";
-  MERE_CHECK(av.empty() || av == "gqa" || av == "split", "MERE_CUDA_ATTN", "expected gqa or split, got '", av, "'");
-  attn_gqa_ = av == "gqa" || (av.empty() && k::attention_gqa_supported(cfg_.num_heads, cfg_.num_kv_heads,
-                                                                        cfg_.head_dim));
+  const int attn = env_choice("MERE_CUDA_ATTN", {"gqa", "split"});
+  attn_gqa_ = attn == 0 || (attn < 0 && k::attention_gqa_supported(cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim));
   const char* fu = std::getenv("MERE_CUDA_FUSE");
   fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
-  const char* mr = std::getenv("MERE_CUDA_MOE_ROUTE");
-  const std::string_view mv = mr ? mr : "";
-  MERE_CHECK(mv.empty() || mv == "fused" || mv == "separate", "MERE_CUDA_MOE_ROUTE", "expected fused or separate, got '",
-             mv, "'");
-  moe_route_fused_ = mv != "separate";
-  const char* sn = std::getenv("MERE_CUDA_STEP_NORM");
-  const std::string_view sv = sn ? sn : "";
-  MERE_CHECK(sv.empty() || sv == "fused" || sv == "separate", "MERE_CUDA_STEP_NORM",
-             "expected fused or separate, got '", sv, "'");
-  step_norm_fused_ = sv == "fused";
+  moe_route_fused_ = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate"}) != 1;
+  step_norm_fused_ = env_choice("MERE_CUDA_STEP_NORM", {"fused", "separate"}) == 0;
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head", true);
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");

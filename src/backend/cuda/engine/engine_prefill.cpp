@@ -22,6 +22,7 @@
 #include "backend/cuda/engine/engine.h"
 #include "backend/cuda/engine/k_prefill.h"
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/gdn_chunked.h"
 #include "backend/cuda/gdn_prefill.h"
@@ -64,41 +65,27 @@ int blas_overlap_sms(int sms) {
 // prefill) runs 4-bit routed experts through the weight-stream kernels of gemm_moe.h (gate + up +
 // SwiGLU in one launch), grouped through qgemm_grouped.
 bool moe_stream_mode() {
-  const char* e = std::getenv("MERE_CUDA_MOE_PREFILL");
-  if (!e || !*e || std::strcmp(e, "stream") == 0) return true;
-  MERE_CHECK(std::strcmp(e, "grouped") == 0, "cuda engine", "MERE_CUDA_MOE_PREFILL: expected stream or grouped, got ",
-             e);
-  return false;
+  return env_choice("MERE_CUDA_MOE_PREFILL", {"stream", "grouped"}) != 1;
 }
 
 // MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): tight (128
 // registers, 4 blocks an SM; the default since session 13), regs or ring; bitwise the same results.
 MoeStreamLoads moe_stream_loads() {
-  const char* e = std::getenv("MERE_CUDA_MOE_STREAM");
-  if (!e || !*e || std::strcmp(e, "tight") == 0) return MoeStreamLoads::Tight;
-  if (std::strcmp(e, "regs") == 0) return MoeStreamLoads::Registers;
-  MERE_CHECK(std::strcmp(e, "ring") == 0, "cuda engine", "MERE_CUDA_MOE_STREAM: expected tight, regs or ring, got ", e);
-  return MoeStreamLoads::Ring;
+  const int v = env_choice("MERE_CUDA_MOE_STREAM", {"tight", "regs", "ring"});
+  return v == 1 ? MoeStreamLoads::Registers : v == 2 ? MoeStreamLoads::Ring : MoeStreamLoads::Tight;
 }
 
 
 // MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
 // gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
 bool gdn_chunked_mode() {
-  const char* e = std::getenv("MERE_CUDA_GDN_PREFILL");
-  if (!e || !*e || std::strcmp(e, "recurrent") == 0) return false;
-  MERE_CHECK(std::strcmp(e, "chunked") == 0, "cuda engine", "MERE_CUDA_GDN_PREFILL: expected recurrent or chunked, got ",
-             e);
-  return true;
+  return env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "chunked"}) == 1;
 }
 
 PrefillMode prefill_mode() {
-  const char* e = std::getenv("MERE_CUDA_PREFILL");
   // default cuBLASLt (docs/cuda-kernels.md "prefill v4": engine_check 43/43 on it, +49% at 27B)
-  if (!e || !*e || std::strcmp(e, "blas") == 0) return PrefillMode::Blas;
-  if (std::strcmp(e, "gemm") == 0) return PrefillMode::Gemm;
-  MERE_CHECK(std::strcmp(e, "exact") == 0, "cuda engine", "MERE_CUDA_PREFILL: expected gemm, blas or exact, got ", e);
-  return PrefillMode::Exact;
+  const int v = env_choice("MERE_CUDA_PREFILL", {"blas", "gemm", "exact"});
+  return v == 1 ? PrefillMode::Gemm : v == 2 ? PrefillMode::Exact : PrefillMode::Blas;
 }
 }  // namespace
 
