@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/device.h"
@@ -85,6 +86,10 @@ class CudaEngine final : public DeviceEngine {
   void linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
                      bool prepared = false);
   int fuse_bits(std::initializer_list<const DMat*> ms) const;
+  // Bit width of one prepare shared by every matrix (quantised, a single matrix, same bits and
+  // width), else 0: when linear_shared runs them on one prepared input (and, fused, one launch)
+  static int common_bits(const DMat* const* ms, size_t n);
+  static int common_bits(std::initializer_list<std::pair<const DMat*, float*>> outs);
   void accumulate_prepared(const DMat& W, int64_t T, float* x);  // x += W (qws_ input)
   // MERE_CUDA_MV_TUNE=1: times the 1-token matvec launches of the first layer of each kind, the
   // lm_head and the MTP head at load (engine_tune.cpp); linear / linear_shared / accumulate_prepared

@@ -37,28 +37,32 @@ void CudaEngine::linear(const DMat& W, const float* x, int64_t T, float* y) {
   }
 }
 
+int CudaEngine::common_bits(const DMat* const* ms, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!ms[i]->quantized() || ms[i]->count != 1 || ms[i]->bits != ms[0]->bits || ms[i]->cols != ms[0]->cols) return 0;
+  return n ? ms[0]->bits : 0;
+}
+
+int CudaEngine::common_bits(std::initializer_list<std::pair<const DMat*, float*>> outs) {
+  MERE_CHECK(outs.size() <= static_cast<size_t>(kMaxMultiMatrices), "cuda engine", "too many matrices over one input: ",
+             outs.size());
+  const DMat* ms[kMaxMultiMatrices];
+  size_t n = 0;
+  for (const auto& o : outs) ms[n++] = o.first;
+  return common_bits(ms, n);
+}
+
 // Bit width of qmatvec's prepared input when every matrix of `ms` can run on one prepare produced by
 // a fused producer (quantised, one matrix, same bits and width, SIMT kernel, fusion on); else 0.
 int CudaEngine::fuse_bits(std::initializer_list<const DMat*> ms) const {
-  if (!fuse_) return 0;
-  const DMat* m0 = *ms.begin();
-  for (const DMat* m : ms)
-    if (!m->quantized() || m->count != 1 || m->bits != m0->bits || m->cols != m0->cols) return 0;
-  return m0->bits;
+  return fuse_ ? common_bits(ms.begin(), ms.size()) : 0;
 }
 
 void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
                                bool prepared) {
-  int bits = 0;
-  bool same = true;
-  for (const auto& [W, y] : outs) {
-    (void)y;
-    if (!W->quantized() || W->count != 1 || (bits && W->bits != bits) || W->cols != outs.begin()->first->cols)
-      same = false;
-    bits = W->bits;
-  }
-  MERE_CHECK(same || !prepared, "cuda engine", "a prepared input needs quantised matrices of one bit width");
-  if (!same) {
+  const int bits = common_bits(outs);
+  MERE_CHECK(bits || !prepared, "cuda engine", "a prepared input needs quantised matrices of one bit width");
+  if (!bits) {
     for (const auto& [W, y] : outs) linear(*W, x, T, y);
     return;
   }

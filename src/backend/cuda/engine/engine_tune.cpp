@@ -17,16 +17,12 @@ void CudaEngine::tune_matvecs() {
   auto tune = [&](std::initializer_list<std::pair<const DMat*, float*>> ms) {
     QMatvecOut o[kMaxMultiMatrices];
     int n = 0;
-    bool same = true;
-    for (const auto& [W, y] : ms) {
-      const DMat& m0 = *ms.begin()->first;
-      if (!W->quantized() || W->count != 1 || W->bits != m0.bits || W->cols != m0.cols) same = false;
+    for (const auto& [W, y] : ms)
       if (W->quantized() && W->count == 1) o[n++] = QMatvecOut{W->qview(), y, false};
-    }
     if (n == 0) return;
     // the prepared input's values do not change a launch's time; zeros keep every read defined
     dev_.fill_bytes(qws_, 0, static_cast<size_t>(qmatvec_workspace_floats(1, o[0].W.cols, 4)) * 4);
-    if (fuse_ && same && n == static_cast<int>(ms.size())) {
+    if (fuse_ && common_bits(ms)) {
       mv_shapes_.tune(dev_, o, n, qws_, 1);
       return;
     }
