@@ -2,7 +2,8 @@
 // tensor cores, its cuBLASLt alternative, grouped MoE qgemm, gdn_prefill, attention_prefill) on a real GPU. A plain main (the
 // GPU machine has no gtest). Every check: random inputs, outputs NaN-poisoned before the launch,
 // NMSE + element-wise bounds against the CPU reference ops, a non-finite output always fails.
-// Usage: mere_prefill_check [--quick] [--no-bench] [--json PATH]. Exit 1 on any failure.
+// Usage: mere_prefill_check [--quick] [--no-bench] [--bench-only] [--only wgemm] [--json PATH]. Exit 1 on
+// any failure.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -28,6 +29,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_moe.h"
 #include "backend/cuda/gemm_blas.h"
+#include "backend/cuda/gemm_wgmma.h"
 #include "backend/cuda/qmatvec.h"
 #include "core/dtype.h"
 #include "model/matrix.h"
@@ -353,6 +355,86 @@ void check_blas(CudaDevice& dev, bool quick) {
   check_blas_shape(dev, blas, 17408, 5120, 4, {512}, ++seed, false);  // 27B gate/up
   check_blas_shape(dev, blas, 5120, 17408, 4, {512}, ++seed, false);  // 27B down
   check_blas_shape(dev, blas, 5120, 6144, 8, {512}, ++seed, false);   // 8-bit
+}
+
+// ---------------------------------------------------------------- wgmma path (gemm_wgmma.h)
+// wgemm against ops::linear (qgemm's bounds), against the cuBLASLt path (the same bf16 operands:
+// only the fp32 summation order differs, a wrong fragment layout or column order would be ~1),
+// rows >= T untouched, two runs bitwise equal, and each row independent of T (the rows of the
+// smallest T bitwise those of the largest).
+void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t cols, const std::vector<int64_t>& Ts,
+                       uint64_t seed, bool all_rows = true) {
+  const HostQ hq = random_q(rows, cols, 4, seed);
+  DevQ dq = upload_q(dev, hq);
+  char tag[96];
+  std::snprintf(tag, sizeof(tag), "wgemm q4[%lldx%lld]", static_cast<long long>(rows), static_cast<long long>(cols));
+  const int64_t TM = *std::max_element(Ts.begin(), Ts.end());
+  const std::vector<float> x = random_vec(static_cast<size_t>(TM * cols), seed + 1, -2.0f, 2.0f);
+  DeviceBuffer dx = to_device(dev, x, "x");
+  DeviceBuffer dxq = dev.alloc(static_cast<size_t>(TM * cols) * 2, "xq");
+  DeviceBuffer dy = dev.alloc(static_cast<size_t>((TM + 1) * rows) * 4, "y");
+  DeviceBuffer db = dev.alloc(static_cast<size_t>(TM * rows) * 4, "y blas");
+  std::vector<float> y_big;
+  int64_t t_big = 0;
+  std::vector<std::pair<int64_t, std::vector<float>>> small;
+  for (int64_t T : Ts) {
+    const std::vector<int64_t> ts = checked_rows(T, all_rows);
+    const auto ref = ref_linear_rows(hq.view(), x, ts);
+    poison(dev, dy);
+    qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, dxq.as<uint16_t>());
+    wgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows);
+    const auto got_all = from_device<float>(dev, dy, static_cast<size_t>((T + 1) * rows));
+    std::vector<float> got(ref.size());
+    for (size_t i = 0; i < ts.size(); ++i) std::memcpy(&got[i * rows], &got_all[ts[i] * rows], rows * 4);
+    const std::string name = std::string(tag) + " T=" + std::to_string(T) + (all_rows ? "" : " (5 rows)");
+    record(name + " vs ops::linear", compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol), kGemmNmse);
+    bool untouched = true;
+    for (int64_t r = 0; r < rows; ++r) untouched &= !std::isfinite(got_all[T * rows + r]);
+    record_bool(name + " writes no row >= T", untouched, "row T still NaN");
+    blas.run(dq.view, dxq.as<uint16_t>(), T, db.as<float>(), rows);
+    const auto yb = from_device<float>(dev, db, static_cast<size_t>(T * rows));
+    record(name + " vs cuBLASLt (same bf16 operands)", compare(got_all.data(), yb.data(), yb.size(), 1e-3, 1e-3), 1e-8);
+    wgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows);
+    const auto again = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
+    record_bool(name + " deterministic (two runs bitwise)", std::memcmp(again.data(), got_all.data(), again.size() * 4) == 0,
+                "outputs differ");
+    std::vector<float> y(got_all.begin(), got_all.begin() + T * rows);
+    if (T > t_big) y_big = y, t_big = T;
+    small.emplace_back(T, std::move(y));
+  }
+  for (const auto& [T, y] : small) {
+    if (T == t_big) continue;
+    record_bool(std::string(tag) + " T=" + std::to_string(T) + " rows bitwise those of T=" + std::to_string(t_big),
+                std::memcmp(y.data(), y_big.data(), y.size() * 4) == 0, "a row depends on T");
+  }
+}
+
+void check_wgemm(CudaDevice& dev, bool quick) {
+  if (dev.props().major != 9) {
+    std::printf("skip wgemm: sm_%d%d is not Hopper\n", dev.props().major, dev.props().minor);
+    return;
+  }
+  BlasGemm blas(dev, int64_t{17408} * 5120);
+  uint64_t seed = 7500;
+  check_wgemm_shape(dev, blas, 257, 1088, {513, 10, 17, 64, 129}, ++seed);  // row and token tails
+  check_wgemm_shape(dev, blas, 1, 64, {65, 10}, ++seed);                     // one row, one group
+  check_wgemm_shape(dev, blas, 7, 192, {17}, ++seed);
+  check_wgemm_shape(dev, blas, 48, 5120, {300, 12}, ++seed);  // the 27B GDN b/a rows
+  {  // refusals: 8-bit and tiled weights are an error naming them, not a wrong result
+    const HostQ h8 = random_q(64, 128, 8, 9);
+    DevQ d8 = upload_q(dev, h8);
+    bool threw = false;
+    try {
+      wgemm(dev, d8.view, nullptr, 16, nullptr, 64);
+    } catch (const std::exception&) {
+      threw = true;
+    }
+    record_bool("wgemm: 8-bit weights throw", threw, threw ? "threw" : "did not throw");
+  }
+  if (quick) return;
+  check_wgemm_shape(dev, blas, 17408, 5120, {512, 37}, ++seed, false);  // 27B gate/up
+  check_wgemm_shape(dev, blas, 5120, 17408, {512}, ++seed, false);      // 27B down
+  check_wgemm_shape(dev, blas, 1024, 5120, {2048}, ++seed, false);      // k/v, several token tiles
 }
 
 // moe_stream (gemm_moe.h) on check_moe's routing: vs ops::linear (same refs), vs qgemm_grouped (same
@@ -1061,6 +1143,26 @@ double bench_blas(CudaDevice& dev, BlasGemm& blas, const char* what, int64_t row
   return tb.median_us;
 }
 
+// wgmma path on 4-bit MLX weights (rotating copies, so the weights come from HBM): median µs.
+double bench_wgemm(CudaDevice& dev, const char* what, int64_t rows, int64_t cols, int64_t T) {
+  QBank bank = make_bank(dev, rows, cols, 4, size_t{256} << 20);
+  DeviceBuffer x = dev.alloc(static_cast<size_t>(T * cols) * 4, "x");
+  fill_f32(dev, x.get(), static_cast<size_t>(T * cols), 5, -2.0f, 2.0f);
+  DeviceBuffer xq = dev.alloc(static_cast<size_t>(T * cols) * 2, "xq");
+  qgemm_prepare_x(dev, x.as<float>(), T, cols, cols, xq.as<uint16_t>());
+  DeviceBuffer y = dev.alloc(static_cast<size_t>(T * rows) * 4, "y");
+  const size_t nb = bank.views.size();
+  const double flops = 2.0 * T * rows * cols;
+  const Timing t = time_launches(dev, 3, 20, [&](int i) {
+    wgemm(dev, bank.views[static_cast<size_t>(i) % nb], xq.as<uint16_t>(), T, y.as<float>(), rows);
+  });
+  char name[160];
+  std::snprintf(name, sizeof(name), "wgemm q4 %s [%lldx%lld] T=%lld", what, (long long)rows, (long long)cols, (long long)T);
+  add_bench(name, static_cast<double>(bank.views[0].bytes()) + T * cols * 2.0 + T * rows * 4.0, flops,
+            flops / (700.0 * 1e6), t);
+  return t.median_us;
+}
+
 // A 27B GatedDeltaNet layer's dense matmuls in the engine's order (qkv, z, out_proj, gate, up, down)
 // through BlasGemm with and without the dequantisation overlapped on a side stream; µs a layer.
 void bench_blas_layer(CudaDevice& dev, int64_t T) {
@@ -1089,7 +1191,8 @@ void bench_blas_layer(CudaDevice& dev, int64_t T) {
   }
 }
 
-void bench_all(CudaDevice& dev) {
+// The device's copy bandwidth (sets g_copy_gbs, the predictions' byte rate).
+void bench_copy(CudaDevice& dev) {
   {
     const size_t bytes = size_t{1} << 30;
     DeviceBuffer a = dev.alloc(bytes, "copy src"), b = dev.alloc(bytes, "copy dst");
@@ -1100,6 +1203,10 @@ void bench_all(CudaDevice& dev) {
     g_copy_gbs = 2.0 * bytes / (t.median_us * 1e-6) / 1e9;
     add_bench("d2d copy 1 GiB (read+write)", 2.0 * bytes, 0, 0, t);
   }
+}
+
+void bench_all(CudaDevice& dev) {
+  bench_copy(dev);
   const int64_t T = 512;
   // ---- 27B geometry (64 layers: 48 GatedDeltaNet, 16 full attention), hidden 5120
   const double p_x = bench_prepare(dev, T, 5120);
@@ -1141,6 +1248,25 @@ void bench_all(CudaDevice& dev) {
     bench_blas_layer(dev, T);
     const double mlp = 2 * b_gate + b_down;
     b27 = 48 * (b_qkv + b_z + g_ba + b_out + mlp) + 16 * (b_q + 2 * b_kv + b_out + mlp);
+  }
+  if (dev.props().major == 9) {  // the wgmma path on the same shapes
+    const double w_qkv = bench_wgemm(dev, "27B in_proj_qkv", 10240, 5120, T);
+    const double w_z = bench_wgemm(dev, "27B in_proj_z", 6144, 5120, T);
+    const double w_ba = bench_wgemm(dev, "27B in_proj_b+a", 96, 5120, T);
+    const double w_out = bench_wgemm(dev, "27B out_proj/o_proj", 5120, 6144, T);
+    const double w_q = bench_wgemm(dev, "27B q_proj(+gate)", 12288, 5120, T);
+    const double w_kv = bench_wgemm(dev, "27B k_proj/v_proj", 1024, 5120, T);
+    const double w_gate = bench_wgemm(dev, "27B gate/up", 17408, 5120, T);
+    const double w_down = bench_wgemm(dev, "27B down", 5120, 17408, T);
+    bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048);
+    bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, T);
+    const double mlp = 2 * w_gate + w_down;
+    const double w27 = 48 * (w_qkv + w_z + w_ba + w_out + mlp) + 16 * (w_q + 2 * w_kv + w_out + mlp);
+    std::printf("27B T=512 matmuls a prompt: wgemm %.2f ms vs cuBLASLt path %.2f ms\n", w27 / 1e3, b27 / 1e3);
+    std::ostringstream o;
+    o << "{\"name\":\"27B matmuls a prompt (wgmma)\",\"T\":512,\"wgemm_ms\":" << jnum(w27 / 1e3)
+      << ",\"blas_ms\":" << jnum(b27 / 1e3) << "}";
+    g_report.bench.push_back(o.str());
   }
   const double mlp27 = 2 * g_gate + g_down + p_x + p_down;
   const double gdn_layer27 = g_qkv + g_z + g_ba + g_out + 2 * p_x + gdn27 + mlp27;
@@ -1200,15 +1326,16 @@ void bench_all(CudaDevice& dev) {
 
 int main(int argc, char** argv) {
   bool quick = false, bench = true, only_bench = false;
-  std::string json;
+  std::string json, only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true, bench = false;
     else if (a == "--no-bench") bench = false;
     else if (a == "--bench-only") only_bench = true;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
+    else if (a == "--only" && i + 1 < argc && std::string(argv[i + 1]) == "wgemm") only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--bench-only] [--json PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--bench-only] [--only wgemm] [--json PATH]\n", argv[0]);
       return 2;
     }
   }
@@ -1222,9 +1349,26 @@ int main(int argc, char** argv) {
     g_report.device = dev.describe();
     std::printf("%s\n", g_report.device.c_str());
     auto phase = [&](const char* name, const std::function<void()>& f) { run_phase(dev, name, f); };
+    if (only == "wgemm") {  // the wgmma GEMM's checks, then it and the cuBLASLt path on the 27B shapes
+      phase("wgemm", [&] { check_wgemm(dev, quick); });
+      if (bench)
+        phase("bench", [&] {
+          bench_copy(dev);
+          BlasGemm blas(dev, int64_t{17408} * 5120);
+          const int64_t shapes[5][2] = {{17408, 5120}, {5120, 17408}, {10240, 5120}, {6144, 5120}, {5120, 6144}};
+          for (const auto& sh : shapes) {
+            bench_blas(dev, blas, "27B", sh[0], sh[1], 4, 512);
+            bench_wgemm(dev, "27B", sh[0], sh[1], 512);
+          }
+          bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048);
+          bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64);
+        });
+      return finish_report(json, t0);
+    }
     if (!only_bench) {
       phase("qgemm", [&] { check_qgemm(dev, quick); });
       phase("blas", [&] { check_blas(dev, quick); });
+      phase("wgemm", [&] { check_wgemm(dev, quick); });
       phase("moe", [&] {
         check_moe(dev, 8, 64, 128, 17, 2, 4, 4001, 1);
         check_moe(dev, 64, 1024, 2048, 512, 8, 4, 4002, 1);

@@ -11,7 +11,8 @@
 // computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
 // in the GEMM): docs/cuda-kernels.md "Engine prefill v2". MERE_CUDA_PREFILL=exact keeps the exact
 // sliced path for every width; the dense projections run as whole-matrix dequantisation + cuBLASLt
-// (gemm_blas.h, the same bf16 operands; =blas, the default) or on qgemm (=gemm).
+// (gemm_blas.h, the same bf16 operands; =blas, the default), on qgemm (=gemm), or, for 4-bit MLX
+// matrices, on the wgmma GEMM that dequantises each group into its A registers (=wgmma, gemm_wgmma.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -29,6 +30,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_blas.h"
 #include "backend/cuda/gemm_moe.h"
+#include "backend/cuda/gemm_wgmma.h"
 
 namespace mere::cuda {
 
@@ -45,10 +47,11 @@ struct CudaEngine::Prefill {
   float *f1, *f2, *rlog, *rw, *eg, *eu, *ey, *sh, *sg;
   int32_t *ridx, *offsets, *row_token, *pair_row, *ids, *pos;
   std::unique_ptr<BlasGemm> blas;  // MERE_CUDA_PREFILL=blas: dense projections through cuBLASLt
+  bool wgmma = false;               // MERE_CUDA_PREFILL=wgmma: 4-bit MLX projections through wgemm
 };
 
 namespace {
-enum class PrefillMode { Gemm, Blas, Exact };
+enum class PrefillMode { Gemm, Blas, Exact, Wgmma };
 // MERE_CUDA_BLAS_OVERLAP=N: SMs the cuBLASLt GEMMs leave to the next matrix's dequantisation on a
 // side stream (gemm_blas.h "Overlap"); 0 (the default) dequantises each matrix just before its GEMM.
 int blas_overlap_sms(int sms) {
@@ -83,9 +86,10 @@ bool gdn_chunked_mode() {
 }
 
 PrefillMode prefill_mode() {
-  // default cuBLASLt (docs/cuda-kernels.md "prefill v4": engine_check 43/43 on it, +49% at 27B)
-  const int v = env_choice("MERE_CUDA_PREFILL", {"blas", "gemm", "exact"});
-  return v == 1 ? PrefillMode::Gemm : v == 2 ? PrefillMode::Exact : PrefillMode::Blas;
+  // default cuBLASLt (docs/cuda-kernels.md "prefill v4": engine_check 43/43 on it, +49% at 27B);
+  // wgmma: the 4-bit MLX projections through gemm_wgmma.h (prefill v6), the rest through cuBLASLt
+  const int v = env_choice("MERE_CUDA_PREFILL", {"blas", "gemm", "exact", "wgmma"});
+  return v == 1 ? PrefillMode::Gemm : v == 2 ? PrefillMode::Exact : v == 3 ? PrefillMode::Wgmma : PrefillMode::Blas;
 }
 }  // namespace
 
@@ -103,10 +107,11 @@ void CudaEngine::alloc_prefill() {
   const int64_t E = moe ? c.num_experts : 0, K = moe ? c.experts_per_tok : 0, Ie = moe ? c.moe_intermediate_size : 0;
   // qgemm split-K workspace and the prepared-X buffer: the largest any projection needs at R rows
   int64_t ws = 0, xq = std::max({R * H, R * vd, R * nh * hd, R * I, R * K * H, R * K * Ie});
-  int64_t max_weights = 0;  // the largest dense quantised projection (cuBLASLt path's bf16 scratch)
+  const PrefillMode mode = prefill_mode();
+  int64_t max_weights = 0;  // the largest dense quantised projection the cuBLASLt path runs (its bf16 scratch)
   auto consider = [&](const DMat& W) {
     if (!W.quantized() || W.count != 1) return;
-    max_weights = std::max(max_weights, W.rows * W.cols);
+    if (mode != PrefillMode::Wgmma || !wgemm_supported(dev_, W.qview())) max_weights = std::max(max_weights, W.rows * W.cols);
     for (int64_t t = kGemmRows; t <= R; t *= 2) ws = std::max(ws, qgemm_workspace_floats(dev_, W.qview(), t));
   };
   auto layer = [&](const DLayer& L) {
@@ -151,8 +156,9 @@ void CudaEngine::alloc_prefill() {
   p->generic_attn = generic_attn;
   p->ws_floats = ws;
   p->xq_elems = xq;
-  if (prefill_mode() == PrefillMode::Blas && max_weights > 0)
+  if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma) && max_weights > 0)
     p->blas = std::make_unique<BlasGemm>(dev_, max_weights, blas_overlap_sms(dev_.sm_count()));
+  p->wgmma = mode == PrefillMode::Wgmma;
   pf_ = std::move(p);
 }
 
@@ -172,6 +178,10 @@ void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*
       prepared = W->cols;
     }
     const QWeightView v = W->qview();
+    if (p.wgmma && wgemm_supported(dev_, v)) {
+      wgemm(dev_, v, p.xq, T, y, W->rows);
+      continue;
+    }
     if (p.blas) {
       p.blas->run(v, p.xq, T, y, W->rows);
       continue;

@@ -1,0 +1,208 @@
+// The wgmma prefill GEMM (gemm_wgmma.h): Y[T, N] = X[T, K] · W^T, W 4-bit MLX, dequantised per
+// 64-column group straight into wgmma's A registers. Why and the numbers: docs/cuda-kernels.md §5
+// "prefill v6".
+//
+// Block: 256 threads = two warpgroups; 128 weight rows (warpgroup w: rows 64w..64w+63, one
+// wgmma.m64n128k16 per k-step) x 128 tokens (the wgmma N). K in groups of 64 columns (4 k-steps);
+// a ring of kStages shared-memory stages, each one group's X tile (128 tokens x 128 bytes,
+// 128-byte swizzle: chunk c of token row r at r*128 + ((c ^ (r & 7)) << 4), which is the layout a
+// K-major SWIZZLE_128B wgmma descriptor reads) and its codes (128 rows x 32 bytes), filled with
+// cp.async kStages - 2 groups ahead. Per group a thread reads its two rows' 16 code words, waits for
+// its warpgroup's previous wgmmas (their A registers), dequantises the 16 A registers (dq::q4_pair:
+// lane (g, t) holds pair t of words 2s, 2s+1 of rows g, g + 8 for k-step s — the A fragment's
+// columns 2t, 2t+1 and 2t+8, 2t+9 in the prepared order), and issues the 4 wgmmas without waiting.
+#include "backend/cuda/gemm_wgmma.h"
+
+#include <cuda_bf16.h>
+
+#include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm_dequant.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace mere::cuda {
+namespace {
+
+constexpr int kRows = 128;   // weight rows of a block (two warpgroups of 64)
+constexpr int kTok = 128;    // tokens of a block (wgmma N)
+constexpr int kStages = 5;   // shared-memory ring of 64-column groups
+constexpr int kThreads = 256;
+constexpr int kXBytes = kTok * 128;  // one group's X tile: 128 tokens x 64 bf16
+constexpr int kWBytes = kRows * 32;  // one group's codes: 128 rows x 64 4-bit codes
+constexpr int kStageBytes = kXBytes + kWBytes;  // a multiple of 1024: every X tile starts a swizzle atom
+constexpr size_t kSmemBytes = size_t{kStages} * kStageBytes + 1024;  // + the alignment of the first
+static_assert(kStageBytes % 1024 == 0, "X tiles must start on 1024-byte swizzle atoms");
+
+// Shared-memory matrix descriptor of a K-major bf16 tile with 128-byte rows and the 128-byte
+// swizzle: start address >> 4 (bits 0-13), leading byte offset 1 (unused for swizzled K-major),
+// stride byte offset 1024 >> 4 (8 rows x 128 bytes between core-matrix groups), layout 1 = SW128.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// cp.async's (generic-proxy) writes become visible to wgmma's (async-proxy) reads
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Keeps registers that an in-flight wgmma reads or writes where they are until this point.
+template <int N>
+__device__ __forceinline__ void pin(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ void pin(uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[s][i])::"memory");
+}
+
+// D[64 x 128] += A[64 x 16] (registers, bf16) · B[16 x 128] (shared, K-major via desc), fp32.
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    wgemm_q4_kernel(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ scales,
+                    const uint16_t* __restrict__ biases, int N, int K, const uint16_t* __restrict__ xq, int T,
+                    float* __restrict__ y, int64_t ldy) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
+  const unsigned char* sbase = smem_raw + (base - raw);
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int tok0 = static_cast<int>(blockIdx.x) * kTok, row0 = static_cast<int>(blockIdx.y) * kRows;
+  const int ng = K >> 6, wpr = K >> 3;  // groups; u32 code words a row
+  // this thread's A rows: g and g + 8 of its warp's 16 (warpgroup warp >> 2, 64 rows each)
+  const int la = (warp >> 2) * 64 + (warp & 3) * 16 + g, lb = la + 8;
+  const int64_t sa = static_cast<int64_t>(min(row0 + la, N - 1)) * ng;  // scale index of group 0
+  const int64_t sb = static_cast<int64_t>(min(row0 + lb, N - 1)) * ng;
+  pdl_begin();
+
+  // group kb's X tile and codes into stage kb % kStages (rows / tokens out of range: zeros)
+  auto load_group = [&](int kb) {
+    const uint32_t sx = base + static_cast<uint32_t>((kb % kStages) * kStageBytes), sw = sx + kXBytes;
+#pragma unroll
+    for (int i = 0; i < kTok * 8 / kThreads; ++i) {
+      const int c = tid + i * kThreads, r = c >> 3, ch = c & 7, tok = tok0 + r;
+      const uint16_t* src = xq + static_cast<int64_t>(min(tok, T - 1)) * K + kb * 64 + ch * 8;
+      cp_async16(sx + r * 128 + ((ch ^ (r & 7)) << 4), src, tok < T ? 16 : 0);
+    }
+    const int r = tid >> 1, h = tid & 1, row = row0 + r;  // 128 rows x 2 chunks: one a thread
+    const uint32_t* src = codes + static_cast<int64_t>(min(row, N - 1)) * wpr + kb * 8 + h * 4;
+    cp_async16(sw + r * 32 + ((h ^ ((r >> 2) & 1)) << 4), src, row < N ? 16 : 0);  // conflict-free reads
+  };
+  // a row's 8 code words of the stage at sw (generic address)
+  auto row_words = [&](const unsigned char* sw, int r, uint32_t (&w)[8]) {
+    const int x = (r >> 2) & 1;
+    const uint4 lo = *reinterpret_cast<const uint4*>(sw + r * 32 + (x << 4));
+    const uint4 hi = *reinterpret_cast<const uint4*>(sw + r * 32 + ((x ^ 1) << 4));
+    w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w, w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
+  };
+
+  float d[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+  uint32_t a[4][4];
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[s][i] = 0u;
+
+#pragma unroll 1
+  for (int kb = 0; kb < kStages - 2; ++kb) {
+    if (kb < ng) load_group(kb);
+    cp_async_commit();
+  }
+  uint32_t s_a = scales[sa], b_a = biases[sa], s_b = scales[sb], b_b = biases[sb];
+#pragma unroll 1
+  for (int kb = 0; kb < ng; ++kb) {
+    const int kn = min(kb + 1, ng - 1);  // the next group's scales, one group ahead
+    const uint32_t ns_a = scales[sa + kn], nb_a = biases[sa + kn], ns_b = scales[sb + kn], nb_b = biases[sb + kn];
+    cp_async_wait<kStages - 3>();  // group kb's copies (this thread's) have landed
+    fence_async_smem();
+    __syncthreads();  // everyone's have; every warpgroup is past its wgmmas of group kb - 2
+    if (kb + kStages - 2 < ng) load_group(kb + kStages - 2);  // into the stage of group kb - 2
+    cp_async_commit();
+    const int stage = kb % kStages;
+    const unsigned char* sw = sbase + stage * kStageBytes + kXBytes;
+    uint32_t wa[8], wb[8];
+    row_words(sw, la, wa);
+    row_words(sw, lb, wb);
+    wg_wait0();  // this warpgroup's wgmmas of group kb - 1 are done: a[] is free
+    pin(d);
+    pin(a);
+    const __nv_bfloat162 s2a = dq::bf2_splat(s_a), b2a = dq::bf2_splat(b_a);
+    const __nv_bfloat162 s2b = dq::bf2_splat(s_b), b2b = dq::bf2_splat(b_b);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      a[s][0] = dq::q4_pair(wa[2 * s], t, s2a, b2a);
+      a[s][1] = dq::q4_pair(wb[2 * s], t, s2b, b2b);
+      a[s][2] = dq::q4_pair(wa[2 * s + 1], t, s2a, b2a);
+      a[s][3] = dq::q4_pair(wb[2 * s + 1], t, s2b, b2b);
+    }
+    wg_fence();
+    const uint64_t desc = sw128_desc(base + static_cast<uint32_t>(stage * kStageBytes));
+#pragma unroll
+    for (int s = 0; s < 4; ++s) wgmma_m64n128k16(d, a[s], desc + 2 * s);  // + 32 bytes a k-step
+    wg_commit();
+    s_a = ns_a, b_a = nb_a, s_b = ns_b, b_b = nb_b;
+  }
+  wg_wait0();
+  pin(d);
+  pin(a);
+  cp_async_wait<0>();
+
+  // D fragment: d[4j + i] = (row la + 8 (i >> 1), token 8j + 2t + (i & 1)) of the block
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int tok = tok0 + 8 * j + 2 * t + (i & 1), row = row0 + la + 8 * (i >> 1);
+      if (tok < T && row < N) y[static_cast<int64_t>(tok) * ldy + row] = d[4 * j + i];
+    }
+}
+
+}  // namespace
+
+bool wgemm_supported(const CudaDevice& dev, const QWeightView& W) {
+  return dev.props().major == 9 && W.bits == 4 && !W.tiled && W.biases != nullptr && W.cols > 0 &&
+         W.cols % 64 == 0 && W.rows > 0 && (reinterpret_cast<uintptr_t>(W.codes) & 15u) == 0;
+}
+
+void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy) {
+  MERE_CHECK(wgemm_supported(dev, W), "cuda wgemm", "needs an sm_90 device and 4-bit MLX weights with 64 | cols (got ",
+             W.bits, "-bit", W.tiled ? " tiled" : "", " [", W.rows, ", ", W.cols, "] on sm_", dev.props().major,
+             dev.props().minor, ")");
+  MERE_CHECK(T > 0 && T < (int64_t{1} << 31) && W.rows < (int64_t{1} << 31) && W.cols < (int64_t{1} << 24) &&
+                 ldy >= W.rows && (W.rows + kRows - 1) / kRows <= 65535,
+             "cuda wgemm", "shape out of range: T = ", T, ", rows = ", W.rows, ", cols = ", W.cols, ", ldy = ", ldy);
+  MERE_CHECK((reinterpret_cast<uintptr_t>(xq) & 15u) == 0, "cuda wgemm", "xq must be 16-byte aligned");
+  DeviceGuard guard(dev.ordinal());
+  static const bool configured = [] {
+    MERE_CUDA_CHECK(cudaFuncSetAttribute(wgemm_q4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kSmemBytes)));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(static_cast<unsigned>((T + kTok - 1) / kTok), static_cast<unsigned>((W.rows + kRows - 1) / kRows));
+  launch("wgemm_q4_kernel", wgemm_q4_kernel, grid, dim3(kThreads), kSmemBytes, dev.stream(), W.codes, W.scales,
+         W.biases, static_cast<int>(W.rows), static_cast<int>(W.cols), xq, static_cast<int>(T), y, ldy);
+}
+
+}  // namespace mere::cuda
