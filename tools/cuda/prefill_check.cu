@@ -362,12 +362,13 @@ void check_blas(CudaDevice& dev, bool quick) {
 // only the fp32 summation order differs, a wrong fragment layout or column order would be ~1),
 // rows >= T untouched, two runs bitwise equal, and each row independent of T (the rows of the
 // smallest T bitwise those of the largest).
-void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t cols, const std::vector<int64_t>& Ts,
-                       uint64_t seed, bool all_rows = true) {
+void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, WgemmStreamK* sk, int64_t rows, int64_t cols,
+                       const std::vector<int64_t>& Ts, uint64_t seed, bool all_rows = true) {
   const HostQ hq = random_q(rows, cols, 4, seed);
   DevQ dq = upload_q(dev, hq);
   char tag[96];
-  std::snprintf(tag, sizeof(tag), "wgemm q4[%lldx%lld]", static_cast<long long>(rows), static_cast<long long>(cols));
+  std::snprintf(tag, sizeof(tag), "wgemm%s q4[%lldx%lld]", sk ? " stream-K" : "", static_cast<long long>(rows),
+                static_cast<long long>(cols));
   const int64_t TM = *std::max_element(Ts.begin(), Ts.end());
   const std::vector<float> x = random_vec(static_cast<size_t>(TM * cols), seed + 1, -2.0f, 2.0f);
   DeviceBuffer dx = to_device(dev, x, "x");
@@ -382,7 +383,7 @@ void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t co
     const auto ref = ref_linear_rows(hq.view(), x, ts);
     poison(dev, dy);
     qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, dxq.as<uint16_t>());
-    wgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows);
+    wgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows, sk);
     const auto got_all = from_device<float>(dev, dy, static_cast<size_t>((T + 1) * rows));
     std::vector<float> got(ref.size());
     for (size_t i = 0; i < ts.size(); ++i) std::memcpy(&got[i * rows], &got_all[ts[i] * rows], rows * 4);
@@ -394,7 +395,7 @@ void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t co
     blas.run(dq.view, dxq.as<uint16_t>(), T, db.as<float>(), rows);
     const auto yb = from_device<float>(dev, db, static_cast<size_t>(T * rows));
     record(name + " vs cuBLASLt (same bf16 operands)", compare(got_all.data(), yb.data(), yb.size(), 1e-3, 1e-3), 1e-8);
-    wgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows);
+    wgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows, sk);
     const auto again = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
     record_bool(name + " deterministic (two runs bitwise)", std::memcmp(again.data(), got_all.data(), again.size() * 4) == 0,
                 "outputs differ");
@@ -403,7 +404,7 @@ void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t co
     small.emplace_back(T, std::move(y));
   }
   for (const auto& [T, y] : small) {
-    if (T == t_big) continue;
+    if (T == t_big || sk) continue;  // stream-K moves its split with T
     record_bool(std::string(tag) + " T=" + std::to_string(T) + " rows bitwise those of T=" + std::to_string(t_big),
                 std::memcmp(y.data(), y_big.data(), y.size() * 4) == 0, "a row depends on T");
   }
@@ -415,11 +416,18 @@ void check_wgemm(CudaDevice& dev, bool quick) {
     return;
   }
   BlasGemm blas(dev, int64_t{17408} * 5120);
-  uint64_t seed = 7500;
-  check_wgemm_shape(dev, blas, 257, 1088, {513, 10, 17, 64, 129}, ++seed);  // row and token tails
-  check_wgemm_shape(dev, blas, 1, 64, {65, 10}, ++seed);                     // one row, one group
-  check_wgemm_shape(dev, blas, 7, 192, {17}, ++seed);
-  check_wgemm_shape(dev, blas, 48, 5120, {300, 12}, ++seed);  // the 27B GDN b/a rows
+  WgemmStreamK streamk(dev);
+  for (WgemmStreamK* sk : {static_cast<WgemmStreamK*>(nullptr), &streamk}) {
+    uint64_t seed = 7500;
+    check_wgemm_shape(dev, blas, sk, 257, 1088, {513, 10, 17, 64, 129}, ++seed);  // row and token tails
+    check_wgemm_shape(dev, blas, sk, 1, 64, {65, 10}, ++seed);                     // one row, one group
+    check_wgemm_shape(dev, blas, sk, 7, 192, {17}, ++seed);
+    check_wgemm_shape(dev, blas, sk, 48, 5120, {300, 12}, ++seed);  // the 27B GDN b/a rows
+    if (quick) continue;
+    check_wgemm_shape(dev, blas, sk, 17408, 5120, {512, 37}, ++seed, false);  // 27B gate/up
+    check_wgemm_shape(dev, blas, sk, 5120, 17408, {512}, ++seed, false);      // 27B down
+    check_wgemm_shape(dev, blas, sk, 1024, 5120, {2048}, ++seed, false);      // k/v, several token tiles
+  }
   {  // refusals: 8-bit and tiled weights are an error naming them, not a wrong result
     const HostQ h8 = random_q(64, 128, 8, 9);
     DevQ d8 = upload_q(dev, h8);
@@ -431,10 +439,6 @@ void check_wgemm(CudaDevice& dev, bool quick) {
     }
     record_bool("wgemm: 8-bit weights throw", threw, threw ? "threw" : "did not throw");
   }
-  if (quick) return;
-  check_wgemm_shape(dev, blas, 17408, 5120, {512, 37}, ++seed, false);  // 27B gate/up
-  check_wgemm_shape(dev, blas, 5120, 17408, {512}, ++seed, false);      // 27B down
-  check_wgemm_shape(dev, blas, 1024, 5120, {2048}, ++seed, false);      // k/v, several token tiles
 }
 
 // moe_stream (gemm_moe.h) on check_moe's routing: vs ops::linear (same refs), vs qgemm_grouped (same
@@ -1144,7 +1148,7 @@ double bench_blas(CudaDevice& dev, BlasGemm& blas, const char* what, int64_t row
 }
 
 // wgmma path on 4-bit MLX weights (rotating copies, so the weights come from HBM): median µs.
-double bench_wgemm(CudaDevice& dev, const char* what, int64_t rows, int64_t cols, int64_t T) {
+double bench_wgemm(CudaDevice& dev, const char* what, int64_t rows, int64_t cols, int64_t T, WgemmStreamK* sk = nullptr) {
   QBank bank = make_bank(dev, rows, cols, 4, size_t{256} << 20);
   DeviceBuffer x = dev.alloc(static_cast<size_t>(T * cols) * 4, "x");
   fill_f32(dev, x.get(), static_cast<size_t>(T * cols), 5, -2.0f, 2.0f);
@@ -1154,10 +1158,11 @@ double bench_wgemm(CudaDevice& dev, const char* what, int64_t rows, int64_t cols
   const size_t nb = bank.views.size();
   const double flops = 2.0 * T * rows * cols;
   const Timing t = time_launches(dev, 3, 20, [&](int i) {
-    wgemm(dev, bank.views[static_cast<size_t>(i) % nb], xq.as<uint16_t>(), T, y.as<float>(), rows);
+    wgemm(dev, bank.views[static_cast<size_t>(i) % nb], xq.as<uint16_t>(), T, y.as<float>(), rows, sk);
   });
   char name[160];
-  std::snprintf(name, sizeof(name), "wgemm q4 %s [%lldx%lld] T=%lld", what, (long long)rows, (long long)cols, (long long)T);
+  std::snprintf(name, sizeof(name), "wgemm%s q4 %s [%lldx%lld] T=%lld", sk ? " stream-K" : "", what, (long long)rows,
+                (long long)cols, (long long)T);
   add_bench(name, static_cast<double>(bank.views[0].bytes()) + T * cols * 2.0 + T * rows * 4.0, flops,
             flops / (700.0 * 1e6), t);
   return t.median_us;
@@ -1356,12 +1361,18 @@ int main(int argc, char** argv) {
           bench_copy(dev);
           BlasGemm blas(dev, int64_t{17408} * 5120);
           const int64_t shapes[5][2] = {{17408, 5120}, {5120, 17408}, {10240, 5120}, {6144, 5120}, {5120, 6144}};
+          WgemmStreamK sk(dev);
           for (const auto& sh : shapes) {
             bench_blas(dev, blas, "27B", sh[0], sh[1], 4, 512);
             bench_wgemm(dev, "27B", sh[0], sh[1], 512);
+            bench_wgemm(dev, "27B", sh[0], sh[1], 512, &sk);
           }
+          bench_wgemm(dev, "27B k/v", 1024, 5120, 512);
+          bench_wgemm(dev, "27B k/v", 1024, 5120, 512, &sk);
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048);
+          bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &sk);
           bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64);
+          bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64, &sk);
         });
       return finish_report(json, t0);
     }

@@ -15,6 +15,8 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm_dequant.cuh"
@@ -77,35 +79,41 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
 }
 
-__global__ void __launch_bounds__(kThreads, 2)
-    wgemm_q4_kernel(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ scales,
-                    const uint16_t* __restrict__ biases, int N, int K, const uint16_t* __restrict__ xq, int T,
-                    float* __restrict__ y, int64_t ldy) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
-  const unsigned char* sbase = smem_raw + (base - raw);
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int tok0 = static_cast<int>(blockIdx.x) * kTok, row0 = static_cast<int>(blockIdx.y) * kRows;
-  const int ng = K >> 6, wpr = K >> 3;  // groups; u32 code words a row
-  // this thread's A rows: g and g + 8 of its warp's 16 (warpgroup warp >> 2, 64 rows each)
-  const int la = (warp >> 2) * 64 + (warp & 3) * 16 + g, lb = la + 8;
-  const int64_t sa = static_cast<int64_t>(min(row0 + la, N - 1)) * ng;  // scale index of group 0
-  const int64_t sb = static_cast<int64_t>(min(row0 + lb, N - 1)) * ng;
-  pdl_begin();
+struct WgArgs {
+  const uint32_t* codes;  // [N, K/8] u32
+  const uint16_t* scales;  // [N, K/64] bf16
+  const uint16_t* biases;
+  int N, K;
+  const uint16_t* xq;  // [T, K] bf16, prepared order
+  int T;
+  float* y;  // [T, ldy]
+  int64_t ldy;
+};
 
-  // group kb's X tile and codes into stage kb % kStages (rows / tokens out of range: zeros)
+// Groups [k0, k1) of the tile (tok0, row0) into d (which the caller zeroed): the kStages ring, the A
+// registers dequantised per group, 4 wgmmas a group. Leaves every wgmma and cp.async complete.
+__device__ __forceinline__ void tile_groups(const WgArgs& p, uint32_t base, const unsigned char* sbase, int tok0,
+                                            int row0, int k0, int k1, float (&d)[64]) {
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int t = lane & 3;
+  const int ng = p.K >> 6, wpr = p.K >> 3;  // groups; u32 code words a row
+  // this thread's A rows: g and g + 8 of its warp's 16 (warpgroup warp >> 2, 64 rows each)
+  const int la = (warp >> 2) * 64 + (warp & 3) * 16 + (lane >> 2), lb = la + 8;
+  const int64_t sa = static_cast<int64_t>(min(row0 + la, p.N - 1)) * ng;  // scale index of group 0
+  const int64_t sb = static_cast<int64_t>(min(row0 + lb, p.N - 1)) * ng;
+
+  // group kb's X tile and codes into stage (kb - k0) % kStages (rows / tokens out of range: zeros)
   auto load_group = [&](int kb) {
-    const uint32_t sx = base + static_cast<uint32_t>((kb % kStages) * kStageBytes), sw = sx + kXBytes;
+    const uint32_t sx = base + static_cast<uint32_t>(((kb - k0) % kStages) * kStageBytes), sw = sx + kXBytes;
 #pragma unroll
     for (int i = 0; i < kTok * 8 / kThreads; ++i) {
       const int c = tid + i * kThreads, r = c >> 3, ch = c & 7, tok = tok0 + r;
-      const uint16_t* src = xq + static_cast<int64_t>(min(tok, T - 1)) * K + kb * 64 + ch * 8;
-      cp_async16(sx + r * 128 + ((ch ^ (r & 7)) << 4), src, tok < T ? 16 : 0);
+      const uint16_t* src = p.xq + static_cast<int64_t>(min(tok, p.T - 1)) * p.K + kb * 64 + ch * 8;
+      cp_async16(sx + r * 128 + ((ch ^ (r & 7)) << 4), src, tok < p.T ? 16 : 0);
     }
     const int r = tid >> 1, h = tid & 1, row = row0 + r;  // 128 rows x 2 chunks: one a thread
-    const uint32_t* src = codes + static_cast<int64_t>(min(row, N - 1)) * wpr + kb * 8 + h * 4;
-    cp_async16(sw + r * 32 + ((h ^ ((r >> 2) & 1)) << 4), src, row < N ? 16 : 0);  // conflict-free reads
+    const uint32_t* src = p.codes + static_cast<int64_t>(min(row, p.N - 1)) * wpr + kb * 8 + h * 4;
+    cp_async16(sw + r * 32 + ((h ^ ((r >> 2) & 1)) << 4), src, row < p.N ? 16 : 0);  // conflict-free reads
   };
   // a row's 8 code words of the stage at sw (generic address)
   auto row_words = [&](const unsigned char* sw, int r, uint32_t (&w)[8]) {
@@ -115,31 +123,29 @@ __global__ void __launch_bounds__(kThreads, 2)
     w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w, w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
   };
 
-  float d[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
   uint32_t a[4][4];
 #pragma unroll
   for (int s = 0; s < 4; ++s)
 #pragma unroll
     for (int i = 0; i < 4; ++i) a[s][i] = 0u;
-
+  __syncthreads();  // a previous tile's readers of the ring are done (they waited for their wgmmas)
 #pragma unroll 1
-  for (int kb = 0; kb < kStages - 2; ++kb) {
-    if (kb < ng) load_group(kb);
+  for (int kb = k0; kb < k0 + kStages - 2; ++kb) {
+    if (kb < k1) load_group(kb);
     cp_async_commit();
   }
-  uint32_t s_a = scales[sa], b_a = biases[sa], s_b = scales[sb], b_b = biases[sb];
+  uint32_t s_a = p.scales[sa + k0], b_a = p.biases[sa + k0], s_b = p.scales[sb + k0], b_b = p.biases[sb + k0];
 #pragma unroll 1
-  for (int kb = 0; kb < ng; ++kb) {
-    const int kn = min(kb + 1, ng - 1);  // the next group's scales, one group ahead
-    const uint32_t ns_a = scales[sa + kn], nb_a = biases[sa + kn], ns_b = scales[sb + kn], nb_b = biases[sb + kn];
+  for (int kb = k0; kb < k1; ++kb) {
+    const int kn = min(kb + 1, k1 - 1);  // the next group's scales, one group ahead
+    const uint32_t ns_a = p.scales[sa + kn], nb_a = p.biases[sa + kn], ns_b = p.scales[sb + kn],
+                   nb_b = p.biases[sb + kn];
     cp_async_wait<kStages - 3>();  // group kb's copies (this thread's) have landed
     fence_async_smem();
     __syncthreads();  // everyone's have; every warpgroup is past its wgmmas of group kb - 2
-    if (kb + kStages - 2 < ng) load_group(kb + kStages - 2);  // into the stage of group kb - 2
+    if (kb + kStages - 2 < k1) load_group(kb + kStages - 2);  // into the stage of group kb - 2
     cp_async_commit();
-    const int stage = kb % kStages;
+    const int stage = (kb - k0) % kStages;
     const unsigned char* sw = sbase + stage * kStageBytes + kXBytes;
     uint32_t wa[8], wb[8];
     row_words(sw, la, wa);
@@ -167,15 +173,99 @@ __global__ void __launch_bounds__(kThreads, 2)
   pin(d);
   pin(a);
   cp_async_wait<0>();
+}
 
-  // D fragment: d[4j + i] = (row la + 8 (i >> 1), token 8j + 2t + (i & 1)) of the block
+// D fragment: d[4j + i] = (row la + 8 (i >> 1), token 8j + 2t + (i & 1)) of the tile
+__device__ __forceinline__ void store_tile(const WgArgs& p, int tok0, int row0, const float (&d)[64]) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int la = (warp >> 2) * 64 + (warp & 3) * 16 + (lane >> 2), t = lane & 3;
 #pragma unroll
   for (int j = 0; j < 16; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int tok = tok0 + 8 * j + 2 * t + (i & 1), row = row0 + la + 8 * (i >> 1);
-      if (tok < T && row < N) y[static_cast<int64_t>(tok) * ldy + row] = d[4 * j + i];
+      if (tok < p.T && row < p.N) p.y[static_cast<int64_t>(tok) * p.ldy + row] = d[4 * j + i];
     }
+}
+
+__device__ __forceinline__ uint32_t smem_base(const unsigned char* smem_raw, const unsigned char*& sbase) {
+  const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;  // X tiles on 1024-byte atoms
+  sbase = smem_raw + (base - raw);
+  return base;
+}
+
+// Data-parallel: block (token tile, row tile) computes its whole tile.
+__global__ void __launch_bounds__(kThreads, 2) wgemm_q4_kernel(const WgArgs p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const unsigned char* sbase = nullptr;
+  const uint32_t base = smem_base(smem_raw, sbase);
+  const int tok0 = static_cast<int>(blockIdx.x) * kTok, row0 = static_cast<int>(blockIdx.y) * kRows;
+  pdl_begin();
+  float d[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+  tile_groups(p, base, sbase, tok0, row0, 0, p.K >> 6, d);
+  store_tile(p, tok0, row0, d);
+}
+
+// Stream-K: gridDim.x blocks, all resident at once, split the tiles x groups iterations evenly:
+// block c takes [c I / P, (c + 1) I / P) in (row tile, token tile, group) order. A tile whose groups
+// span several blocks is finished by the block holding its group 0 (the "owner", which reaches it
+// last in its range): the others store their partial sums to ws[block] and raise flags[block]; the
+// owner waits for each flag in block order, adds the partials in that (k) order, lowers the flag
+// (so every launch finds the flags zero, graph replays included) and stores. Deterministic for a
+// given (shape, T, block count); the owner only ever waits for blocks after it, all resident.
+__global__ void __launch_bounds__(kThreads, 2)
+    wgemm_q4_streamk_kernel(const WgArgs p, int ntok, float* __restrict__ ws, unsigned* __restrict__ flags) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const unsigned char* sbase = nullptr;
+  const uint32_t base = smem_base(smem_raw, sbase);
+  const int ng = p.K >> 6, P = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t I = static_cast<int64_t>((p.N + kRows - 1) / kRows) * ntok * ng;
+  auto start = [&](int b) { return I * b / P; };
+  const int64_t end = start(c + 1);
+  pdl_begin();
+  for (int64_t it = start(c); it < end;) {
+    const int64_t tile = it / ng;
+    const int k0 = static_cast<int>(it - tile * ng), k1 = static_cast<int>(k0 + (end - it) < ng ? k0 + (end - it) : ng);
+    const int tok0 = static_cast<int>(tile % ntok) * kTok, row0 = static_cast<int>(tile / ntok) * kRows;
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+    tile_groups(p, base, sbase, tok0, row0, k0, k1, d);
+    if (k0 > 0) {  // a later part of a tile (only ever the first piece of a block's range): publish it
+      float4* w = reinterpret_cast<float4*>(ws + (static_cast<int64_t>(c) * kThreads + tid) * 64);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) __stcg(w + i, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flags + c), "r"(1u) : "memory");
+    } else {
+      if (k1 < ng) {  // the owner of a tile that later blocks finish: add their parts in block order
+        const int64_t tile_end = (tile + 1) * ng;
+        for (int b = c + 1; b < P && start(b) < tile_end; ++b) {
+          if (tid == 0) {
+            unsigned f = 0;
+            do {
+              asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(f) : "l"(flags + b) : "memory");
+            } while (f == 0);
+          }
+          __syncthreads();
+          const float4* w = reinterpret_cast<const float4*>(ws + (static_cast<int64_t>(b) * kThreads + tid) * 64);
+#pragma unroll
+          for (int i = 0; i < 16; ++i) {
+            const float4 v = __ldcg(w + i);
+            d[4 * i] += v.x, d[4 * i + 1] += v.y, d[4 * i + 2] += v.z, d[4 * i + 3] += v.w;
+          }
+          __syncthreads();  // every thread has read block b's part before its flag is lowered
+          if (tid == 0) flags[b] = 0u;
+        }
+      }
+      store_tile(p, tok0, row0, d);
+    }
+    it += k1 - k0;
+  }
 }
 
 }  // namespace
@@ -185,7 +275,26 @@ bool wgemm_supported(const CudaDevice& dev, const QWeightView& W) {
          W.cols % 64 == 0 && W.rows > 0 && (reinterpret_cast<uintptr_t>(W.codes) & 15u) == 0;
 }
 
-void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy) {
+int wgemm_resident_blocks(const CudaDevice& dev) {
+  static const int per_sm = [] {
+    MERE_CUDA_CHECK(cudaFuncSetAttribute(wgemm_q4_streamk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kSmemBytes)));
+    int n = 0;
+    MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgemm_q4_streamk_kernel, kThreads, kSmemBytes));
+    return n;
+  }();
+  MERE_CHECK(per_sm >= 1, "cuda wgemm", "the stream-K kernel does not fit an SM (", kSmemBytes, " bytes of shared memory)");
+  return per_sm * dev.sm_count();
+}
+
+WgemmStreamK::WgemmStreamK(CudaDevice& dev) : blocks_(wgemm_resident_blocks(dev)) {
+  ws_ = dev.alloc(static_cast<size_t>(blocks_) * kThreads * 64 * 4, "wgemm stream-K partial sums");
+  flags_ = dev.alloc(static_cast<size_t>(blocks_) * 4, "wgemm stream-K flags");
+  dev.fill_bytes(flags_.get(), 0, flags_.bytes());
+}
+
+void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
+           WgemmStreamK* sk) {
   MERE_CHECK(wgemm_supported(dev, W), "cuda wgemm", "needs an sm_90 device and 4-bit MLX weights with 64 | cols (got ",
              W.bits, "-bit", W.tiled ? " tiled" : "", " [", W.rows, ", ", W.cols, "] on sm_", dev.props().major,
              dev.props().minor, ")");
@@ -194,15 +303,25 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
              "cuda wgemm", "shape out of range: T = ", T, ", rows = ", W.rows, ", cols = ", W.cols, ", ldy = ", ldy);
   MERE_CHECK((reinterpret_cast<uintptr_t>(xq) & 15u) == 0, "cuda wgemm", "xq must be 16-byte aligned");
   DeviceGuard guard(dev.ordinal());
+  const WgArgs args{W.codes, W.scales, W.biases, static_cast<int>(W.rows), static_cast<int>(W.cols), xq,
+                    static_cast<int>(T), y, ldy};
+  const int ntok = static_cast<int>((T + kTok - 1) / kTok), nrow = static_cast<int>((W.rows + kRows - 1) / kRows);
+  if (sk != nullptr) {
+    // every block resident (the owners wait for later blocks), never more blocks than iterations
+    const int64_t iters = int64_t{ntok} * nrow * (W.cols / 64);
+    const int P = static_cast<int>(std::min<int64_t>(std::min(sk->blocks(), wgemm_resident_blocks(dev)), iters));
+    launch("wgemm_q4_streamk_kernel", wgemm_q4_streamk_kernel, dim3(static_cast<unsigned>(P)), dim3(kThreads),
+           kSmemBytes, dev.stream(), args, ntok, sk->partials(), sk->flags());
+    return;
+  }
   static const bool configured = [] {
     MERE_CUDA_CHECK(cudaFuncSetAttribute(wgemm_q4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kSmemBytes)));
     return true;
   }();
   (void)configured;
-  const dim3 grid(static_cast<unsigned>((T + kTok - 1) / kTok), static_cast<unsigned>((W.rows + kRows - 1) / kRows));
-  launch("wgemm_q4_kernel", wgemm_q4_kernel, grid, dim3(kThreads), kSmemBytes, dev.stream(), W.codes, W.scales,
-         W.biases, static_cast<int>(W.rows), static_cast<int>(W.cols), xq, static_cast<int>(T), y, ldy);
+  launch("wgemm_q4_kernel", wgemm_q4_kernel, dim3(static_cast<unsigned>(ntok), static_cast<unsigned>(nrow)),
+         dim3(kThreads), kSmemBytes, dev.stream(), args);
 }
 
 }  // namespace mere::cuda

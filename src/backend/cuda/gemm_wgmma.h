@@ -7,8 +7,8 @@
 // bf16 weight values are dq::q4_pair's, bitwise the ones the cuBLASLt and qgemm paths multiply, and
 // X is qgemm_prepare_x's (gemm.h: bf16, the prepared column order, which both operands share). fp32
 // accumulation on the tensor cores; the summation order is fixed by the shape (k-steps of 16 in
-// column order), so results are deterministic and independent of T for a given row (each output
-// element is the same chain of k-steps whatever tile it lies in), but not bitwise cuBLASLt's.
+// column order), so results are deterministic, and with whole tiles independent of T for a given row
+// (each output element is the same chain of k-steps whatever tile it lies in); not bitwise cuBLASLt's.
 #pragma once
 #include <cstdint>
 
@@ -21,9 +21,29 @@ namespace mere::cuda {
 // aligned codes; and the device is sm_90.
 bool wgemm_supported(const CudaDevice& dev, const QWeightView& W);
 
+// Stream-K scratch of one device (MERE_CUDA_WGEMM=streamk): a persistent grid of every block that fits
+// the GPU at once splits the (tile, group) iterations evenly instead of launching whole tiles in
+// rounds (27B gate/up at T = 512: 544 tiles on 264 resident blocks = 3 rounds, the last 6% full);
+// tiles split between blocks meet through these partial sums and flags (flags are zero between
+// launches). Results are deterministic for a given shape, T and GPU, but depend on T (the split moves).
+class WgemmStreamK {
+ public:
+  explicit WgemmStreamK(CudaDevice& dev);  // throws mere::Error naming what did not fit
+  int blocks() const { return blocks_; }
+  float* partials() const { return ws_.as<float>(); }
+  unsigned* flags() const { return flags_.as<unsigned>(); }
+  size_t device_bytes() const { return ws_.bytes() + flags_.bytes(); }
+
+ private:
+  int blocks_ = 0;
+  DeviceBuffer ws_, flags_;
+};
+
 // y: [T, W.rows] f32 (row stride ldy >= W.rows) = xq · dequant(W)^T. xq: [T, W.cols] bf16 from
-// qgemm_prepare_x, 16-byte aligned rows. Throws mere::Error when !wgemm_supported or a shape is out
-// of range.
-void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy);
+// qgemm_prepare_x, 16-byte aligned rows. sk: nullptr = whole tiles (each row's result independent of
+// T), else stream-K through sk (one launch at a time per sk). Throws mere::Error when
+// !wgemm_supported or a shape is out of range.
+void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
+           WgemmStreamK* sk = nullptr);
 
 }  // namespace mere::cuda

@@ -48,6 +48,7 @@ struct CudaEngine::Prefill {
   int32_t *ridx, *offsets, *row_token, *pair_row, *ids, *pos;
   std::unique_ptr<BlasGemm> blas;  // MERE_CUDA_PREFILL=blas: dense projections through cuBLASLt
   bool wgmma = false;               // MERE_CUDA_PREFILL=wgmma: 4-bit MLX projections through wgemm
+  std::unique_ptr<WgemmStreamK> streamk;  // ... split stream-K (MERE_CUDA_WGEMM=streamk), else whole tiles
 };
 
 namespace {
@@ -81,6 +82,10 @@ MoeStreamLoads moe_stream_loads() {
 
 // MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
 // gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
+// MERE_CUDA_WGEMM: how the wgmma prefill GEMM spreads a matrix over the GPU: tiles (whole tiles in
+// rounds, the default until measured) or streamk (gemm_wgmma.h WgemmStreamK).
+bool wgemm_streamk_mode() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk"}) == 1; }
+
 bool gdn_chunked_mode() {
   return env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "chunked"}) == 1;
 }
@@ -159,6 +164,7 @@ void CudaEngine::alloc_prefill() {
   if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma) && max_weights > 0)
     p->blas = std::make_unique<BlasGemm>(dev_, max_weights, blas_overlap_sms(dev_.sm_count()));
   p->wgmma = mode == PrefillMode::Wgmma;
+  if (p->wgmma && wgemm_streamk_mode()) p->streamk = std::make_unique<WgemmStreamK>(dev_);
   pf_ = std::move(p);
 }
 
@@ -179,7 +185,7 @@ void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*
     }
     const QWeightView v = W->qview();
     if (p.wgmma && wgemm_supported(dev_, v)) {
-      wgemm(dev_, v, p.xq, T, y, W->rows);
+      wgemm(dev_, v, p.xq, T, y, W->rows, p.streamk.get());
       continue;
     }
     if (p.blas) {
