@@ -1,38 +1,36 @@
 #!/usr/bin/env bash
-# Session 16, second device call (issue 7's width-8 ratio): the group-integer tensor-core matvec
-# (MERE_CUDA_QMATVEC=mma, one kernel for every width) in the engine with the two shapes that never
-# ran there (db4, ring4; session 11 measured db and ring2 only), against the integer default:
-# engine_check under mma db4, oracle-fed verification widths 1..9 per variant, 27B decode A/B, then
-# ncu per-kernel times of one 35B-A3B decode step with warm caches (NCU_CACHE=none).
-# Binaries: build/carry/bin.tar.xz. LIMIT seconds (540).
+# Session 16, second device call: the 5-rep benches with the defaults chosen from s16a (27B decode +
+# prefill, 27B at 8,192 context, 35B-A3B), oracle-fed verification at the 27B geometry with the
+# forced-depth greedy parity (issue 7), the same widths with the group-integer tensor-core matvec in
+# the shapes that never ran in the engine (MERE_CUDA_QMATVEC=mma, MERE_CUDA_GM=db4 / ring4; one kernel
+# for every width), and ncu per-kernel times of one 35B-A3B decode step with warm caches.
+# Binaries: build/carry/bin.tar.xz. LIMIT seconds (540). ENV: extra settings for every stage.
 R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
 t0=$SECONDS; LIMIT=${LIMIT:-540}
 left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }
 pack() { tar czf $R/x.tgz -C $OUT .; }
 D27=/tmp/synth-27b
-($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet) &
-MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4 timeout 110 $B/mere_engine_check . >$OUT/ec-mma-db4.log 2>&1
-echo "ec mma db4 rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-mma-db4.log; pack
-wait
-M="MERE_CUDA_QMATVEC=mma MERE_CUDA_GM"
-V="MERE_CUDA_QMATVEC=int;$M=db;$M=db4;$M=ring4"
-IFS=';' read -ra VS <<<"$V"
-for v in "${VS[@]}"; do
-  left 70 || break
-  tag=$(echo "$v" | tr ' =' '_-')
-  env $v timeout 90 $B/mere.run model verify-bench --model $D27 --backend cuda --widths 1,2,4,8,9 --prompt-tokens 128 \
-    --passes 8 --reps 3 --json --quiet >"$OUT/verify-27b-$tag.json" 2>"$OUT/verify-27b-$tag.err"
-  python3 - "$OUT/verify-27b-$tag.json" "$v" <<'PY'
+$B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
+echo "synth $((SECONDS-t0))s"
+# engine_run.sh removes $D27 when it exits: the verification runs go first
+vb() {  # env... : verify-bench at the 27B geometry, widths 1..9 (and parity when PAR is set)
+  local tag=$(echo "$*" | tr ' =' '_-')
+  env "$@" timeout 150 $B/mere.run model verify-bench --model $D27 --backend cuda --widths 1,2,4,8,9 --prompt-tokens 128 \
+    --passes 8 --reps 3 ${PAR:+--parity-depths $PAR} --json --quiet >"$OUT/verify-27b-$tag.json" 2>"$OUT/verify-27b-$tag.err"
+  python3 - "$OUT/verify-27b-$tag.json" "$*" <<'PY'
 import json, sys
 try: d = json.load(open(sys.argv[1]))
 except Exception as e: print(sys.argv[2], "no result:", e); sys.exit()
 print(sys.argv[2], "| head/target %.3f |" % d["head_cost_ratio"],
       " ".join("w%d %.1f (x%.2f)" % (w["width"], w["tokens_per_s"]["median"], w["speedup_vs_width1"]) for w in d["widths"]))
+if d.get("parity") is not None: print(sys.argv[2], "forced-depth parity:", json.dumps(d["parity"]))
 PY
   pack
-done 2>&1 | tee $OUT/vb.log
-# engine_run.sh reuses $D27 and removes it when it exits
-left 200 && AB="$V" timeout 200 bash tools/cuda/engine_run.sh ab27; pack
-left 150 && PROMPT=512 GEN=16 NOGRAPH= NCU_CACHE=none TAG=s16b-ncu timeout 170 bash tools/cuda/engine_run.sh b35; pack
+}
+PAR=1,4,7 vb MERE_CUDA_QMATVEC=int ${ENV:-} 2>&1 | tee -a $OUT/vb.log
+for gm in db4 ring4; do left 200 && vb MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=$gm ${ENV:-} 2>&1 | tee -a $OUT/vb.log; done
+left 150 && env ${ENV:-} PROMPT=512 GEN=128 NCU= NOGRAPH= TAG=s16b timeout 150 bash tools/cuda/engine_run.sh b27 b27long; pack
+left 60 && env ${ENV:-} PROMPT=512 GEN=128 NOGRAPH= NCU_CACHE=none TAG=s16b timeout $((LIMIT - SECONDS + t0 - 5)) \
+  bash tools/cuda/engine_run.sh b35; pack
 echo "total $((SECONDS-t0))s"; pack

@@ -21,6 +21,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm_dequant.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/wgemm_split.h"
 
 namespace mere::cuda {
 namespace {
@@ -208,13 +209,14 @@ __global__ void __launch_bounds__(kThreads, 2) wgemm_q4_kernel(const WgArgs p) {
   store_tile(p, tok0, row0, d);
 }
 
-// Stream-K: gridDim.x blocks, all resident at once, split the tiles x groups iterations evenly:
-// block c takes [c I / P, (c + 1) I / P) in (row tile, token tile, group) order. A tile whose groups
-// span several blocks is finished by the block holding its group 0 (the "owner", which reaches it
-// last in its range): the others store their partial sums to ws[block] and raise flags[block]; the
-// owner waits for each flag in block order, adds the partials in that (k) order, lowers the flag
-// (so every launch finds the flags zero, graph replays included) and stores. Deterministic for a
-// given (shape, T, block count); the owner only ever waits for blocks after it, all resident.
+// Stream-K: gridDim.x blocks, all resident at once, split the tiles x groups iterations evenly
+// (wgemm_split.h: block c takes [c I / P, (c + 1) I / P) in (row tile, token tile, group) order). A
+// tile whose groups span several blocks is finished by the block holding its group 0 (the owner,
+// which reaches it last in its range): the helpers store their partial sums to ws[block] and raise
+// flags[block]; the owner waits for each flag in block order, adds the partials in that (k) order,
+// lowers the flag (so every launch finds the flags zero, graph replays included) and stores.
+// Deterministic for a given (shape, T, block count); an owner only waits for blocks after it, all
+// resident.
 __global__ void __launch_bounds__(kThreads, 2)
     wgemm_q4_streamk_kernel(const WgArgs p, int ntok, float* __restrict__ ws, unsigned* __restrict__ flags) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -223,18 +225,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int ng = p.K >> 6, P = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t I = static_cast<int64_t>((p.N + kRows - 1) / kRows) * ntok * ng;
-  auto start = [&](int b) { return I * b / P; };
-  const int64_t end = start(c + 1);
+  const int64_t end = wsplit::first(I, P, c + 1);
   pdl_begin();
-  for (int64_t it = start(c); it < end;) {
-    const int64_t tile = it / ng;
-    const int k0 = static_cast<int>(it - tile * ng), k1 = static_cast<int>(k0 + (end - it) < ng ? k0 + (end - it) : ng);
-    const int tok0 = static_cast<int>(tile % ntok) * kTok, row0 = static_cast<int>(tile / ntok) * kRows;
+  for (int64_t it = wsplit::first(I, P, c); it < end;) {
+    const wsplit::Piece pc = wsplit::piece(it, end, ng);
+    const int tok0 = static_cast<int>(pc.tile % ntok) * kTok, row0 = static_cast<int>(pc.tile / ntok) * kRows;
     float d[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-    tile_groups(p, base, sbase, tok0, row0, k0, k1, d);
-    if (k0 > 0) {  // a later part of a tile (only ever the first piece of a block's range): publish it
+    tile_groups(p, base, sbase, tok0, row0, pc.k0, pc.k1, d);
+    if (pc.k0 > 0) {  // a helper piece (only ever the first of a block's range): publish it
       float4* w = reinterpret_cast<float4*>(ws + (static_cast<int64_t>(c) * kThreads + tid) * 64);
 #pragma unroll
       for (int i = 0; i < 16; ++i) __stcg(w + i, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
@@ -242,29 +242,28 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncthreads();
       if (tid == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flags + c), "r"(1u) : "memory");
     } else {
-      if (k1 < ng) {  // the owner of a tile that later blocks finish: add their parts in block order
-        const int64_t tile_end = (tile + 1) * ng;
-        for (int b = c + 1; b < P && start(b) < tile_end; ++b) {
-          if (tid == 0) {
-            unsigned f = 0;
-            do {
-              asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(f) : "l"(flags + b) : "memory");
-            } while (f == 0);
-          }
-          __syncthreads();
-          const float4* w = reinterpret_cast<const float4*>(ws + (static_cast<int64_t>(b) * kThreads + tid) * 64);
-#pragma unroll
-          for (int i = 0; i < 16; ++i) {
-            const float4 v = __ldcg(w + i);
-            d[4 * i] += v.x, d[4 * i + 1] += v.y, d[4 * i + 2] += v.z, d[4 * i + 3] += v.w;
-          }
-          __syncthreads();  // every thread has read block b's part before its flag is lowered
-          if (tid == 0) flags[b] = 0u;
+      // the owner: add the helpers' parts in block (= group) order, lower their flags, store
+      const int hend = pc.k1 < ng ? wsplit::helpers_end(I, P, c, pc.tile, ng) : c + 1;
+      for (int b = c + 1; b < hend; ++b) {
+        if (tid == 0) {
+          unsigned f = 0;
+          do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(f) : "l"(flags + b) : "memory");
+          } while (f == 0);
         }
+        __syncthreads();
+        const float4* w = reinterpret_cast<const float4*>(ws + (static_cast<int64_t>(b) * kThreads + tid) * 64);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          const float4 v = __ldcg(w + i);
+          d[4 * i] += v.x, d[4 * i + 1] += v.y, d[4 * i + 2] += v.z, d[4 * i + 3] += v.w;
+        }
+        __syncthreads();  // every thread has read block b's part before its flag is lowered
+        if (tid == 0) flags[b] = 0u;
       }
       store_tile(p, tok0, row0, d);
     }
-    it += k1 - k0;
+    it += pc.k1 - pc.k0;
   }
 }
 
