@@ -503,6 +503,32 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
     record_bool(std::string(tag) + " moe_stream tight == register loads (bitwise, single and gate/up)", same,
                 same ? "bitwise equal" : "differ");
   }
+  if (wgemm_moe_supported(dev, dq.view, Ne)) {  // the wgmma experts: the same bf16 operands as moe_stream
+    poison(dev, dy);
+    wgemm_moe(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);
+    const auto yw = from_device<float>(dev, dy, P * Ne);
+    record(std::string(tag) + " wgemm_moe vs moe_stream (all rows, same bf16 operands)",
+           compare(yw.data(), ys.data(), ys.size(), 1e-3, 1e-3), 1e-8);
+    std::vector<float> wgot, wref;
+    for (size_t i = 0; i < experts.size(); ++i) {
+      const int64_t e = experts[i];
+      if (off[e + 1] == off[e]) continue;
+      wgot.insert(wgot.end(), yw.begin() + off[e] * Ne, yw.begin() + off[e + 1] * Ne);
+      wref.insert(wref.end(), refs[i].begin(), refs[i].end());
+    }
+    record(std::string(tag) + " wgemm_moe vs ops::linear",
+           compare(wgot.data(), wref.data(), wgot.size(), kGemmAtolRms, kGemmRtol), kGemmNmse);
+    poison(dev, dy);
+    wgemm_moe_gate_up(dev, dq.view, du.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);
+    const auto ywp = from_device<float>(dev, dy, P * Ne);
+    record(std::string(tag) + " wgemm_moe_gate_up vs moe_stream_gate_up (all rows, same operands)",
+           compare(ywp.data(), yp.data(), yp.size(), 2e-3, 2e-3), 1e-8);
+    poison(dev, dy);
+    wgemm_moe(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);
+    const auto again = from_device<float>(dev, dy, P * Ne);
+    record_bool(std::string(tag) + " wgemm_moe deterministic (two runs bitwise)",
+                std::memcmp(again.data(), yw.data(), yw.size() * 4) == 0, "outputs differ");
+  }
   std::vector<float> fused_ref(yp.size());
   for (size_t i = 0; i < yp.size(); ++i) fused_ref[i] = ys[i] / (1.0f + std::exp(-ys[i])) * yu[i];
   record(std::string(tag) + " moe_stream_gate_up vs silu(moe_stream G) * moe_stream U",
@@ -894,7 +920,7 @@ double bench_prepare(CudaDevice& dev, int64_t T, int64_t cols) {
 }
 
 // MoE layer's routed experts: sort + gather-prepare + grouped gate_up + (prepare) + grouped down + combine
-struct MoeTimes { double sort, gather, gate_up, prep_down, down, combine, s_gate_up, s_down, r_gate_up, r_down; };
+struct MoeTimes { double sort, gather, gate_up, prep_down, down, combine, s_gate_up, s_down, r_gate_up, r_down, w_gate_up, w_down; };
 MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T, int64_t topk) {
   MoeTimes r{};
   const int64_t P = T * topk;
@@ -1024,6 +1050,27 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
     by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
     add_bench(std::string("moe_stream ") + vname + " q4 down E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
               std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+  }
+  if (wgemm_moe_supported(dev, gu.views[0], 2 * Ie) && Ie % 128 == 0 && H % 128 == 0) {  // the wgmma experts
+    t = time_launches(dev, 3, 20, [&](int i) {
+      const QWeightView& v = gu.views[static_cast<size_t>(i) % gu.views.size()];
+      wgemm_moe_gate_up(dev, half(v, 0, E * Ie), half(v, E * Ie, E * Ie), E, Ie, xq.as<uint16_t>(), off.as<int32_t>(), P,
+                        ygu.as<float>(), Ie);
+    });
+    by = gu_bytes + P * H * 2.0 + P * Ie * 4.0;
+    fl = 2.0 * P * 2 * Ie * H;
+    add_bench("wgemm_moe_gate_up q4 (SwiGLU fused) E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
+              std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+    r.w_gate_up = t.median_us;
+    t = time_launches(dev, 3, 20, [&](int i) {
+      wgemm_moe(dev, dn.views[static_cast<size_t>(i) % dn.views.size()], E, H, hq.as<uint16_t>(), off.as<int32_t>(), P,
+                yd.as<float>(), H);
+    });
+    fl = 2.0 * P * H * Ie;
+    by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
+    add_bench("wgemm_moe q4 down E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
+              std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+    r.w_down = t.median_us;
   }
   t = time_launches(dev, 3, 20, [&](int) {
     moe_combine(dev, yd.as<float>(), H, pr.as<int32_t>(), w.as<float>(), T, topk, H, out.as<float>(), true);
@@ -1354,8 +1401,16 @@ int main(int argc, char** argv) {
     g_report.device = dev.describe();
     std::printf("%s\n", g_report.device.c_str());
     auto phase = [&](const char* name, const std::function<void()>& f) { run_phase(dev, name, f); };
-    if (only == "wgemm") {  // the wgmma GEMM's checks, then it and the cuBLASLt path on the 27B shapes
+    if (only == "wgemm") {  // the wgmma GEMMs' checks, then them and the paths they replace on the real shapes
       phase("wgemm", [&] { check_wgemm(dev, quick); });
+      phase("moe", [&] {  // moe_stream and wgemm_moe side by side (wgemm_moe needs 128 | rows an expert)
+        check_moe(dev, 64, 1024, 2048, 512, 8, 4, 4002, 1);
+        check_moe(dev, 32, 384, 640, 100, 4, 4, 4005, 1);
+        if (!quick) {
+          check_moe(dev, 256, 1024, 2048, 512, 8, 4, 4003, 8);  // 35B gate_up
+          check_moe(dev, 256, 2048, 512, 512, 8, 4, 4004, 8);   // 35B down
+        }
+      });
       if (bench)
         phase("bench", [&] {
           bench_copy(dev);
@@ -1373,6 +1428,9 @@ int main(int argc, char** argv) {
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &sk);
           bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64);
           bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64, &sk);
+          bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512);
+          bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512, &sk);
+          bench_moe(dev, 256, 512, 2048, 512, 8);  // moe_stream vs wgemm_moe at the 35B-A3B shapes
         });
       return finish_report(json, t0);
     }

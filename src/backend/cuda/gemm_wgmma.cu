@@ -1,16 +1,17 @@
-// The wgmma prefill GEMM (gemm_wgmma.h): Y[T, N] = X[T, K] · W^T, W 4-bit MLX, dequantised per
-// 64-column group straight into wgmma's A registers. Why and the numbers: docs/cuda-kernels.md §5
-// "prefill v6".
+// The wgmma prefill GEMMs (gemm_wgmma.h): Y = X · W^T with W 4-bit MLX, dequantised per 64-column
+// group straight into wgmma's A registers. Why and the numbers: docs/cuda-kernels.md §5 "prefill v6".
 //
-// Block: 256 threads = two warpgroups; 128 weight rows (warpgroup w: rows 64w..64w+63, one
-// wgmma.m64n128k16 per k-step) x 128 tokens (the wgmma N). K in groups of 64 columns (4 k-steps);
-// a ring of kStages shared-memory stages, each one group's X tile (128 tokens x 128 bytes,
-// 128-byte swizzle: chunk c of token row r at r*128 + ((c ^ (r & 7)) << 4), which is the layout a
-// K-major SWIZZLE_128B wgmma descriptor reads) and its codes (128 rows x 32 bytes), filled with
-// cp.async kStages - 2 groups ahead. Per group a thread reads its two rows' 16 code words, waits for
-// its warpgroup's previous wgmmas (their A registers), dequantises the 16 A registers (dq::q4_pair:
-// lane (g, t) holds pair t of words 2s, 2s+1 of rows g, g + 8 for k-step s — the A fragment's
-// columns 2t, 2t+1 and 2t+8, 2t+9 in the prepared order), and issues the 4 wgmmas without waiting.
+// Block: 256 threads = two warpgroups, 128 weight rows (warpgroup w: "half" w, 64 rows, one
+// wgmma.m64nNTk16 per k-step; a half can come from any matrix: the next 64 rows, or the MoE up
+// projection beside the gate) x NT token rows (the wgmma N: 128 dense, 32 grouped MoE). K in groups
+// of 64 columns (4 k-steps); a ring of stages in shared memory, each one group's X tile (NT rows x
+// 128 bytes, 128-byte swizzle: chunk c of row r at r*128 + ((c ^ (r & 7)) << 4), the layout a
+// K-major SWIZZLE_128B descriptor reads) and its codes (128 rows x 32 bytes), filled with cp.async
+// stages - 2 groups ahead. Per group a thread reads its two rows' 16 code words, waits for its
+// warpgroup's previous wgmmas (they read the A registers), dequantises the 16 A registers
+// (dq::q4_pair: lane (g, t) holds pair t of words 2s, 2s+1 of rows g, g + 8 for k-step s — the A
+// fragment's columns 2t, 2t+1 and 2t+8, 2t+9 in the prepared order), and issues the 4 wgmmas
+// without waiting.
 #include "backend/cuda/gemm_wgmma.h"
 
 #include <cuda_bf16.h>
@@ -19,22 +20,29 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/gemm_dequant.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/moe_tiles.cuh"
 #include "backend/cuda/wgemm_split.h"
 
 namespace mere::cuda {
 namespace {
 
-constexpr int kRows = 128;   // weight rows of a block (two warpgroups of 64)
-constexpr int kTok = 128;    // tokens of a block (wgmma N)
-constexpr int kStages = 5;   // shared-memory ring of 64-column groups
+constexpr int kRows = 128;  // weight rows of a block (two halves of 64)
 constexpr int kThreads = 256;
-constexpr int kXBytes = kTok * 128;  // one group's X tile: 128 tokens x 64 bf16
 constexpr int kWBytes = kRows * 32;  // one group's codes: 128 rows x 64 4-bit codes
-constexpr int kStageBytes = kXBytes + kWBytes;  // a multiple of 1024: every X tile starts a swizzle atom
-constexpr size_t kSmemBytes = size_t{kStages} * kStageBytes + 1024;  // + the alignment of the first
-static_assert(kStageBytes % 1024 == 0, "X tiles must start on 1024-byte swizzle atoms");
+
+// Shapes by token-tile width: NT = 128 (dense prompt matmuls, 2 blocks an SM), 32 (MoE experts at
+// ~16 rows each, 3 blocks an SM with a deeper ring: the bytes in flight are what the experts need).
+template <int NT>
+struct Geo {
+  static constexpr int kXBytes = NT * 128;                // one group's X tile
+  static constexpr int kStageBytes = kXBytes + kWBytes;   // a multiple of 1024: X tiles start atoms
+  static constexpr int kStages = NT == 128 ? 5 : 8;
+  static constexpr size_t kSmem = size_t{kStages} * kStageBytes + 1024;  // + aligning the first
+  static_assert(kStageBytes % 1024 == 0, "X tiles must start on 1024-byte swizzle atoms");
+};
 
 // Shared-memory matrix descriptor of a K-major bf16 tile with 128-byte rows and the 128-byte
 // swizzle: start address >> 4 (bits 0-13), leading byte offset 1 (unused for swizzled K-major),
@@ -63,7 +71,7 @@ __device__ __forceinline__ void pin(uint32_t (&a)[4][4]) {
 }
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) · B[16 x 128] (shared, K-major via desc), fp32.
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
+__device__ __forceinline__ void wgmma_k16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
   asm volatile(
       "{\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
@@ -80,6 +88,146 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
 }
 
+// D[64 x 32] += A[64 x 16] (registers, bf16) · B[16 x 32] (shared, K-major via desc), fp32.
+__device__ __forceinline__ void wgmma_k16(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+
+// 64 weight rows of one matrix: rows [first, first + count) of codes / scales / biases (count may
+// be < 64: the rest read row first + count - 1 and are never stored)
+struct Half {
+  const uint32_t* codes;   // [rows, K/8] u32
+  const uint16_t* scales;  // [rows, K/64] bf16
+  const uint16_t* biases;
+  int64_t first;
+  int count;
+};
+
+// The rows of X a tile multiplies: xq rows [first, first + count) (count <= NT; the rest are zeros)
+struct XRows {
+  const uint16_t* xq;  // [*, K] bf16, prepared order
+  int64_t first;
+  int count;
+};
+
+// Groups [k0, k1) of the tile (x rows, two halves of weight rows) into d (which the caller zeroed).
+// Leaves every wgmma and cp.async complete.
+template <int NT>
+__device__ __forceinline__ void tile_groups(int K, const XRows& xr, const Half (&hv)[2], uint32_t base,
+                                            const unsigned char* sbase, int k0, int k1, float (&d)[NT / 2]) {
+  using G = Geo<NT>;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int t = lane & 3;
+  const int ng = K >> 6, wpr = K >> 3;  // groups; u32 code words a row
+  // this thread's A rows: g and g + 8 of its warp's 16 in its warpgroup's half
+  const bool upper = warp >= 4;  // the half of this thread's A rows (uniform per warpgroup)
+  const Half& h = upper ? hv[1] : hv[0];
+  const int ra = (warp & 3) * 16 + (lane >> 2), la = (warp >> 2) * 64 + ra, lb = la + 8;
+  const uint16_t* const sc = h.scales;
+  const uint16_t* const bi = h.biases;
+  const int64_t sa = (h.first + min(ra, h.count - 1)) * ng;  // scale index of group 0
+  const int64_t sb = (h.first + min(ra + 8, h.count - 1)) * ng;
+  // this thread's copies: code row r = tid / 2 (chunk tid % 2) and X chunks tid + i * 256
+  const int cr = tid >> 1, chh = tid & 1;
+  const Half& chf = cr >= 64 ? hv[1] : hv[0];
+  const uint32_t* const crow = chf.codes + (chf.first + min(cr & 63, chf.count - 1)) * wpr + chh * 4;
+  const int cbytes = (cr & 63) < chf.count ? 16 : 0;
+  const uint32_t cdst = static_cast<uint32_t>(cr * 32 + ((chh ^ ((cr >> 2) & 1)) << 4));  // conflict-free reads
+
+  // group kb's X tile and codes into stage (kb - k0) % kStages (rows out of range: zeros)
+  auto load_group = [&](int kb) {
+    const uint32_t sx = base + static_cast<uint32_t>(((kb - k0) % G::kStages) * G::kStageBytes);
+    const uint32_t sw = sx + G::kXBytes;
+#pragma unroll
+    for (int i = 0; i < (NT * 8 + kThreads - 1) / kThreads; ++i) {
+      const int c = tid + i * kThreads, r = c >> 3, ch = c & 7;
+      if (NT * 8 % kThreads == 0 || c < NT * 8) {
+        const uint16_t* src = xr.xq + (xr.first + min(r, xr.count - 1)) * K + kb * 64 + ch * 8;
+        cp_async16(sx + r * 128 + ((ch ^ (r & 7)) << 4), src, r < xr.count ? 16 : 0);
+      }
+    }
+    cp_async16(sw + cdst, crow + kb * 8, cbytes);
+  };
+  // words 2s, 2s + 1 of row r's codes in the stage at sw (generic address; halves swizzled as stored)
+  auto word_pair = [&](const unsigned char* sw, int r, int s) {
+    return *reinterpret_cast<const uint2*>(sw + r * 32 + (((s >> 1) ^ ((r >> 2) & 1)) << 4) + ((s & 1) << 3));
+  };
+
+  uint32_t a[4][4];
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[s][i] = 0u;
+  __syncthreads();  // a previous tile's readers of the ring are done (they waited for their wgmmas)
+#pragma unroll 1
+  for (int kb = k0; kb < k0 + G::kStages - 2; ++kb) {
+    if (kb < k1) load_group(kb);
+    cp_async_commit();
+  }
+  uint32_t s_a = sc[sa + k0], b_a = bi[sa + k0], s_b = sc[sb + k0], b_b = bi[sb + k0];
+#pragma unroll 1
+  for (int kb = k0; kb < k1; ++kb) {
+    const int kn = min(kb + 1, k1 - 1);  // the next group's scales, one group ahead
+    const uint32_t ns_a = sc[sa + kn], nb_a = bi[sa + kn], ns_b = sc[sb + kn], nb_b = bi[sb + kn];
+    cp_async_wait<G::kStages - 3>();  // group kb's copies (this thread's) have landed
+    fence_async_smem();
+    __syncthreads();  // everyone's have; every warpgroup is past its wgmmas of group kb - 2
+    if (kb + G::kStages - 2 < k1) load_group(kb + G::kStages - 2);  // into the stage of group kb - 2
+    cp_async_commit();
+    const int stage = (kb - k0) % G::kStages;
+    const unsigned char* sw = sbase + stage * G::kStageBytes + G::kXBytes;
+    wg_wait0();  // this warpgroup's wgmmas of group kb - 1 are done: a[] is free
+    pin(d);
+    pin(a);
+    const __nv_bfloat162 s2a = dq::bf2_splat(s_a), b2a = dq::bf2_splat(b_a);
+    const __nv_bfloat162 s2b = dq::bf2_splat(s_b), b2b = dq::bf2_splat(b_b);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const uint2 wa = word_pair(sw, la, s), wb = word_pair(sw, lb, s);
+      a[s][0] = dq::q4_pair(wa.x, t, s2a, b2a);
+      a[s][1] = dq::q4_pair(wb.x, t, s2b, b2b);
+      a[s][2] = dq::q4_pair(wa.y, t, s2a, b2a);
+      a[s][3] = dq::q4_pair(wb.y, t, s2b, b2b);
+    }
+    wg_fence();
+    const uint64_t desc = sw128_desc(base + static_cast<uint32_t>(stage * G::kStageBytes));
+#pragma unroll
+    for (int s = 0; s < 4; ++s) wgmma_k16(d, a[s], desc + 2 * s);  // + 32 bytes a k-step
+    wg_commit();
+    s_a = ns_a, b_a = nb_a, s_b = ns_b, b_b = nb_b;
+  }
+  wg_wait0();
+  pin(d);
+  pin(a);
+  cp_async_wait<0>();
+}
+
+// The D fragment of this thread: d[4j + i] = (row (lane >> 2) + 8 (i >> 1) of the warp's 16 in its
+// half, x row 8j + 2t + (i & 1)). f(x row, row within the 128) for each.
+template <int NT, class F>
+__device__ __forceinline__ void for_fragment(F&& f) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int la = (warp >> 2) * 64 + (warp & 3) * 16 + (lane >> 2), t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f(4 * j + i, 8 * j + 2 * t + (i & 1), la + 8 * (i >> 1));
+}
+
+__device__ __forceinline__ uint32_t smem_base(const unsigned char* smem_raw, const unsigned char*& sbase) {
+  const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;  // X tiles on 1024-byte atoms
+  sbase = smem_raw + (base - raw);
+  return base;
+}
+
+// ---------------------------------------------------------------- dense (wgemm)
 struct WgArgs {
   const uint32_t* codes;  // [N, K/8] u32
   const uint16_t* scales;  // [N, K/64] bf16
@@ -91,108 +239,17 @@ struct WgArgs {
   int64_t ldy;
 };
 
-// Groups [k0, k1) of the tile (tok0, row0) into d (which the caller zeroed): the kStages ring, the A
-// registers dequantised per group, 4 wgmmas a group. Leaves every wgmma and cp.async complete.
-__device__ __forceinline__ void tile_groups(const WgArgs& p, uint32_t base, const unsigned char* sbase, int tok0,
-                                            int row0, int k0, int k1, float (&d)[64]) {
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int t = lane & 3;
-  const int ng = p.K >> 6, wpr = p.K >> 3;  // groups; u32 code words a row
-  // this thread's A rows: g and g + 8 of its warp's 16 (warpgroup warp >> 2, 64 rows each)
-  const int la = (warp >> 2) * 64 + (warp & 3) * 16 + (lane >> 2), lb = la + 8;
-  const int64_t sa = static_cast<int64_t>(min(row0 + la, p.N - 1)) * ng;  // scale index of group 0
-  const int64_t sb = static_cast<int64_t>(min(row0 + lb, p.N - 1)) * ng;
-
-  // group kb's X tile and codes into stage (kb - k0) % kStages (rows / tokens out of range: zeros)
-  auto load_group = [&](int kb) {
-    const uint32_t sx = base + static_cast<uint32_t>(((kb - k0) % kStages) * kStageBytes), sw = sx + kXBytes;
-#pragma unroll
-    for (int i = 0; i < kTok * 8 / kThreads; ++i) {
-      const int c = tid + i * kThreads, r = c >> 3, ch = c & 7, tok = tok0 + r;
-      const uint16_t* src = p.xq + static_cast<int64_t>(min(tok, p.T - 1)) * p.K + kb * 64 + ch * 8;
-      cp_async16(sx + r * 128 + ((ch ^ (r & 7)) << 4), src, tok < p.T ? 16 : 0);
-    }
-    const int r = tid >> 1, h = tid & 1, row = row0 + r;  // 128 rows x 2 chunks: one a thread
-    const uint32_t* src = p.codes + static_cast<int64_t>(min(row, p.N - 1)) * wpr + kb * 8 + h * 4;
-    cp_async16(sw + r * 32 + ((h ^ ((r >> 2) & 1)) << 4), src, row < p.N ? 16 : 0);  // conflict-free reads
-  };
-  // a row's 8 code words of the stage at sw (generic address)
-  auto row_words = [&](const unsigned char* sw, int r, uint32_t (&w)[8]) {
-    const int x = (r >> 2) & 1;
-    const uint4 lo = *reinterpret_cast<const uint4*>(sw + r * 32 + (x << 4));
-    const uint4 hi = *reinterpret_cast<const uint4*>(sw + r * 32 + ((x ^ 1) << 4));
-    w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w, w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
-  };
-
-  uint32_t a[4][4];
-#pragma unroll
-  for (int s = 0; s < 4; ++s)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) a[s][i] = 0u;
-  __syncthreads();  // a previous tile's readers of the ring are done (they waited for their wgmmas)
-#pragma unroll 1
-  for (int kb = k0; kb < k0 + kStages - 2; ++kb) {
-    if (kb < k1) load_group(kb);
-    cp_async_commit();
-  }
-  uint32_t s_a = p.scales[sa + k0], b_a = p.biases[sa + k0], s_b = p.scales[sb + k0], b_b = p.biases[sb + k0];
-#pragma unroll 1
-  for (int kb = k0; kb < k1; ++kb) {
-    const int kn = min(kb + 1, k1 - 1);  // the next group's scales, one group ahead
-    const uint32_t ns_a = p.scales[sa + kn], nb_a = p.biases[sa + kn], ns_b = p.scales[sb + kn],
-                   nb_b = p.biases[sb + kn];
-    cp_async_wait<kStages - 3>();  // group kb's copies (this thread's) have landed
-    fence_async_smem();
-    __syncthreads();  // everyone's have; every warpgroup is past its wgmmas of group kb - 2
-    if (kb + kStages - 2 < k1) load_group(kb + kStages - 2);  // into the stage of group kb - 2
-    cp_async_commit();
-    const int stage = (kb - k0) % kStages;
-    const unsigned char* sw = sbase + stage * kStageBytes + kXBytes;
-    uint32_t wa[8], wb[8];
-    row_words(sw, la, wa);
-    row_words(sw, lb, wb);
-    wg_wait0();  // this warpgroup's wgmmas of group kb - 1 are done: a[] is free
-    pin(d);
-    pin(a);
-    const __nv_bfloat162 s2a = dq::bf2_splat(s_a), b2a = dq::bf2_splat(b_a);
-    const __nv_bfloat162 s2b = dq::bf2_splat(s_b), b2b = dq::bf2_splat(b_b);
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      a[s][0] = dq::q4_pair(wa[2 * s], t, s2a, b2a);
-      a[s][1] = dq::q4_pair(wb[2 * s], t, s2b, b2b);
-      a[s][2] = dq::q4_pair(wa[2 * s + 1], t, s2a, b2a);
-      a[s][3] = dq::q4_pair(wb[2 * s + 1], t, s2b, b2b);
-    }
-    wg_fence();
-    const uint64_t desc = sw128_desc(base + static_cast<uint32_t>(stage * kStageBytes));
-#pragma unroll
-    for (int s = 0; s < 4; ++s) wgmma_m64n128k16(d, a[s], desc + 2 * s);  // + 32 bytes a k-step
-    wg_commit();
-    s_a = ns_a, b_a = nb_a, s_b = ns_b, b_b = nb_b;
-  }
-  wg_wait0();
-  pin(d);
-  pin(a);
-  cp_async_wait<0>();
+__device__ __forceinline__ void dense_tile(const WgArgs& p, int tok0, int row0, XRows& xr, Half (&hv)[2]) {
+  xr = XRows{p.xq, tok0, min(128, p.T - tok0)};
+  for (int w = 0; w < 2; ++w)
+    hv[w] = Half{p.codes, p.scales, p.biases, row0 + 64 * w, max(1, min(64, p.N - row0 - 64 * w))};
 }
 
-// D fragment: d[4j + i] = (row la + 8 (i >> 1), token 8j + 2t + (i & 1)) of the tile
-__device__ __forceinline__ void store_tile(const WgArgs& p, int tok0, int row0, const float (&d)[64]) {
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int la = (warp >> 2) * 64 + (warp & 3) * 16 + (lane >> 2), t = lane & 3;
-#pragma unroll
-  for (int j = 0; j < 16; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int tok = tok0 + 8 * j + 2 * t + (i & 1), row = row0 + la + 8 * (i >> 1);
-      if (tok < p.T && row < p.N) p.y[static_cast<int64_t>(tok) * p.ldy + row] = d[4 * j + i];
-    }
-}
-
-__device__ __forceinline__ uint32_t smem_base(const unsigned char* smem_raw, const unsigned char*& sbase) {
-  const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;  // X tiles on 1024-byte atoms
-  sbase = smem_raw + (base - raw);
-  return base;
+__device__ __forceinline__ void store_dense(const WgArgs& p, int tok0, int row0, const float (&d)[64]) {
+  for_fragment<128>([&](int i, int x, int r) {
+    const int tok = tok0 + x, row = row0 + r;
+    if (tok < p.T && row < p.N) p.y[static_cast<int64_t>(tok) * p.ldy + row] = d[i];
+  });
 }
 
 // Data-parallel: block (token tile, row tile) computes its whole tile.
@@ -200,13 +257,16 @@ __global__ void __launch_bounds__(kThreads, 2) wgemm_q4_kernel(const WgArgs p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const unsigned char* sbase = nullptr;
   const uint32_t base = smem_base(smem_raw, sbase);
-  const int tok0 = static_cast<int>(blockIdx.x) * kTok, row0 = static_cast<int>(blockIdx.y) * kRows;
+  const int tok0 = static_cast<int>(blockIdx.x) * 128, row0 = static_cast<int>(blockIdx.y) * kRows;
   pdl_begin();
+  XRows xr;
+  Half hv[2];
+  dense_tile(p, tok0, row0, xr, hv);
   float d[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-  tile_groups(p, base, sbase, tok0, row0, 0, p.K >> 6, d);
-  store_tile(p, tok0, row0, d);
+  tile_groups<128>(p.K, xr, hv, base, sbase, 0, p.K >> 6, d);
+  store_dense(p, tok0, row0, d);
 }
 
 // Stream-K: gridDim.x blocks, all resident at once, split the tiles x groups iterations evenly
@@ -229,11 +289,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   pdl_begin();
   for (int64_t it = wsplit::first(I, P, c); it < end;) {
     const wsplit::Piece pc = wsplit::piece(it, end, ng);
-    const int tok0 = static_cast<int>(pc.tile % ntok) * kTok, row0 = static_cast<int>(pc.tile / ntok) * kRows;
+    const int tok0 = static_cast<int>(pc.tile % ntok) * 128, row0 = static_cast<int>(pc.tile / ntok) * kRows;
+    XRows xr;
+    Half hv[2];
+    dense_tile(p, tok0, row0, xr, hv);
     float d[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-    tile_groups(p, base, sbase, tok0, row0, pc.k0, pc.k1, d);
+    tile_groups<128>(p.K, xr, hv, base, sbase, pc.k0, pc.k1, d);
     if (pc.k0 > 0) {  // a helper piece (only ever the first of a block's range): publish it
       float4* w = reinterpret_cast<float4*>(ws + (static_cast<int64_t>(c) * kThreads + tid) * 64);
 #pragma unroll
@@ -261,10 +324,68 @@ __global__ void __launch_bounds__(kThreads, 2)
         __syncthreads();  // every thread has read block b's part before its flag is lowered
         if (tid == 0) flags[b] = 0u;
       }
-      store_tile(p, tok0, row0, d);
+      store_dense(p, tok0, row0, d);
     }
     it += pc.k1 - pc.k0;
   }
+}
+
+// ---------------------------------------------------------------- grouped MoE experts
+struct WgMoeArgs {
+  Half w0, w1;            // w0: the experts' matrix (gate, or down); w1: up (paired) or unused
+  int E, Ne, K;
+  const uint16_t* xq;     // [P, K] bf16 prepared rows in expert order
+  const int32_t* offsets;  // [E + 1]
+  float* y;               // [P, ldy]
+  int64_t ldy;
+};
+
+// Block (row tile, expert tile): tile blockIdx.y of find_expert_tile (32 gathered rows of one
+// expert) x 128 weight rows of that expert — rows [64 bx, 64 bx + 64) of gate and of up (PAIR: the
+// SwiGLU fused into the store, rounded as k::swiglu), or [128 bx, 128 bx + 128) of one matrix.
+template <bool PAIR>
+__global__ void __launch_bounds__(kThreads, 3) wgemm_moe_kernel(const WgMoeArgs p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const unsigned char* sbase = nullptr;
+  const uint32_t base = smem_base(smem_raw, sbase);
+  pdl_begin();
+  const ExpertTile et = find_expert_tile(p.offsets, p.E, static_cast<int>(blockIdx.y), 32,
+                                         static_cast<int>(threadIdx.x) & 31);
+  if (et.expert < 0) return;
+  const int r0 = static_cast<int>(blockIdx.x) * (PAIR ? 64 : 128);  // first row within the expert
+  const int64_t e0 = static_cast<int64_t>(et.expert) * p.Ne;
+  const XRows xr{p.xq, et.m0, min(32, et.m_end - et.m0)};
+  Half hv[2];
+  hv[0] = p.w0, hv[0].first = e0 + r0, hv[0].count = 64;
+  hv[1] = PAIR ? p.w1 : p.w0, hv[1].first = e0 + r0 + (PAIR ? 0 : 64), hv[1].count = 64;
+  float d[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) d[i] = 0.0f;
+  tile_groups<32>(p.K, xr, hv, base, sbase, 0, p.K >> 6, d);
+  if constexpr (PAIR) {  // warpgroup 1 (up) hands its values to warpgroup 0 (gate) through shared memory
+    float* u = reinterpret_cast<float*>(const_cast<unsigned char*>(sbase));  // the ring is drained
+    const int tid = static_cast<int>(threadIdx.x);
+    __syncthreads();
+    if (tid >= 128) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) u[i * 128 + (tid - 128)] = d[i];
+    }
+    __syncthreads();
+    if (tid < 128)
+      for_fragment<32>([&](int i, int x, int r) {
+        if (x < xr.count)
+          p.y[(et.m0 + x) * p.ldy + r0 + r] = __fmul_rn(k::silu(d[i]), u[i * 128 + tid]);
+      });
+  } else {
+    for_fragment<32>([&](int i, int x, int r) {
+      if (x < xr.count) p.y[(et.m0 + x) * p.ldy + r0 + r] = d[i];
+    });
+  }
+}
+
+template <class Kern>
+void set_smem(Kern* k, size_t bytes) {
+  MERE_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 }  // namespace
@@ -276,13 +397,13 @@ bool wgemm_supported(const CudaDevice& dev, const QWeightView& W) {
 
 int wgemm_resident_blocks(const CudaDevice& dev) {
   static const int per_sm = [] {
-    MERE_CUDA_CHECK(cudaFuncSetAttribute(wgemm_q4_streamk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kSmemBytes)));
+    set_smem(wgemm_q4_streamk_kernel, Geo<128>::kSmem);
     int n = 0;
-    MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgemm_q4_streamk_kernel, kThreads, kSmemBytes));
+    MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgemm_q4_streamk_kernel, kThreads, Geo<128>::kSmem));
     return n;
   }();
-  MERE_CHECK(per_sm >= 1, "cuda wgemm", "the stream-K kernel does not fit an SM (", kSmemBytes, " bytes of shared memory)");
+  MERE_CHECK(per_sm >= 1, "cuda wgemm", "the stream-K kernel does not fit an SM (", Geo<128>::kSmem,
+             " bytes of shared memory)");
   return per_sm * dev.sm_count();
 }
 
@@ -304,23 +425,68 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
   DeviceGuard guard(dev.ordinal());
   const WgArgs args{W.codes, W.scales, W.biases, static_cast<int>(W.rows), static_cast<int>(W.cols), xq,
                     static_cast<int>(T), y, ldy};
-  const int ntok = static_cast<int>((T + kTok - 1) / kTok), nrow = static_cast<int>((W.rows + kRows - 1) / kRows);
+  const int ntok = static_cast<int>((T + 127) / 128), nrow = static_cast<int>((W.rows + kRows - 1) / kRows);
   if (sk != nullptr) {
     // every block resident (the owners wait for later blocks), never more blocks than iterations
     const int64_t iters = int64_t{ntok} * nrow * (W.cols / 64);
     const int P = static_cast<int>(std::min<int64_t>(std::min(sk->blocks(), wgemm_resident_blocks(dev)), iters));
     launch("wgemm_q4_streamk_kernel", wgemm_q4_streamk_kernel, dim3(static_cast<unsigned>(P)), dim3(kThreads),
-           kSmemBytes, dev.stream(), args, ntok, sk->partials(), sk->flags());
+           Geo<128>::kSmem, dev.stream(), args, ntok, sk->partials(), sk->flags());
     return;
   }
-  static const bool configured = [] {
-    MERE_CUDA_CHECK(cudaFuncSetAttribute(wgemm_q4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kSmemBytes)));
-    return true;
-  }();
+  static const bool configured = (set_smem(wgemm_q4_kernel, Geo<128>::kSmem), true);
   (void)configured;
   launch("wgemm_q4_kernel", wgemm_q4_kernel, dim3(static_cast<unsigned>(ntok), static_cast<unsigned>(nrow)),
-         dim3(kThreads), kSmemBytes, dev.stream(), args);
+         dim3(kThreads), Geo<128>::kSmem, dev.stream(), args);
+}
+
+bool wgemm_moe_supported(const CudaDevice& dev, const QWeightView& W, int64_t Ne) {
+  return wgemm_supported(dev, W) && Ne > 0 && Ne % 128 == 0 && W.rows % Ne == 0;
+}
+
+namespace {
+void moe_checks(const CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne, int64_t P, int64_t ldy,
+                const char* where) {
+  MERE_CHECK(wgemm_moe_supported(dev, W, Ne), where, "needs an sm_90 device and 4-bit MLX experts with 64 | cols and ",
+             "128 | rows an expert (got ", W.bits, "-bit", W.tiled ? " tiled" : "", ", cols ", W.cols, ", Ne ", Ne, ")");
+  MERE_CHECK(E >= 1 && E * Ne == W.rows && W.rows < (int64_t{1} << 31) && W.cols < (int64_t{1} << 24), where,
+             "experts: expected E * Ne = rows (", W.rows, "), got E = ", E, ", Ne = ", Ne);
+  MERE_CHECK(ldy >= Ne && P >= 0 && P < (int64_t{1} << 24), where, "ldy / P out of range: ldy = ", ldy, ", P = ", P);
+}
+// grid: row tiles x every expert tile the routing can produce (sum over experts of ceil(c_e / 32)
+// <= P / 32 + min(E, P)); tiles past the last are empty blocks
+dim3 moe_grid(int64_t row_tiles, int64_t E, int64_t P) {
+  return dim3(static_cast<unsigned>(row_tiles), static_cast<unsigned>(P / 32 + std::min(E, P)));
+}
+}  // namespace
+
+void wgemm_moe(CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne, const uint16_t* xq,
+               const int32_t* offsets, int64_t P, float* y, int64_t ldy) {
+  moe_checks(dev, W, E, Ne, P, ldy, "cuda wgemm_moe");
+  if (P == 0) return;
+  DeviceGuard guard(dev.ordinal());
+  const Half h{W.codes, W.scales, W.biases, 0, 64};
+  const WgMoeArgs args{h, h, static_cast<int>(E), static_cast<int>(Ne), static_cast<int>(W.cols), xq, offsets, y, ldy};
+  static const bool configured = (set_smem(wgemm_moe_kernel<false>, Geo<32>::kSmem), true);
+  (void)configured;
+  launch("wgemm_moe_kernel", wgemm_moe_kernel<false>, moe_grid(Ne / 128, E, P), dim3(kThreads), Geo<32>::kSmem,
+         dev.stream(), args);
+}
+
+void wgemm_moe_gate_up(CudaDevice& dev, const QWeightView& G, const QWeightView& U, int64_t E, int64_t Ne,
+                       const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy) {
+  moe_checks(dev, G, E, Ne, P, ldy, "cuda wgemm_moe_gate_up (gate)");
+  moe_checks(dev, U, E, Ne, P, ldy, "cuda wgemm_moe_gate_up (up)");
+  MERE_CHECK(G.rows == U.rows && G.cols == U.cols, "cuda wgemm_moe_gate_up", "gate [", G.rows, ", ", G.cols,
+             "] and up [", U.rows, ", ", U.cols, "] differ");
+  if (P == 0) return;
+  DeviceGuard guard(dev.ordinal());
+  const WgMoeArgs args{Half{G.codes, G.scales, G.biases, 0, 64}, Half{U.codes, U.scales, U.biases, 0, 64},
+                       static_cast<int>(E), static_cast<int>(Ne), static_cast<int>(G.cols), xq, offsets, y, ldy};
+  static const bool configured = (set_smem(wgemm_moe_kernel<true>, Geo<32>::kSmem), true);
+  (void)configured;
+  launch("wgemm_moe_kernel (gate+up)", wgemm_moe_kernel<true>, moe_grid(Ne / 64, E, P), dim3(kThreads),
+         Geo<32>::kSmem, dev.stream(), args);
 }
 
 }  // namespace mere::cuda

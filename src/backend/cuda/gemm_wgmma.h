@@ -46,4 +46,16 @@ class WgemmStreamK {
 void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
            WgemmStreamK* sk = nullptr);
 
+// The routed MoE experts on wgmma (prompt passes; docs/cuda-kernels.md "MoE prefill v3"): the same
+// contract as moe_stream / moe_stream_gate_up (gemm_moe.h) — W: E experts of Ne rows stacked, xq:
+// [P, K] prepared rows in expert order, offsets: device int32 [E + 1], y: [P, Ne] (ldy) — and the
+// same bf16 operands; a block is 32 gathered rows of one expert x 128 weight rows (gate/up: 64 rows
+// of each, the SwiGLU fused, rounded as k::swiglu). Deterministic; each row independent of P and of
+// the routing. Needs wgemm_moe_supported (Ne % 128 == 0).
+bool wgemm_moe_supported(const CudaDevice& dev, const QWeightView& W, int64_t Ne);
+void wgemm_moe(CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne, const uint16_t* xq,
+               const int32_t* offsets, int64_t P, float* y, int64_t ldy);
+void wgemm_moe_gate_up(CudaDevice& dev, const QWeightView& G, const QWeightView& U, int64_t E, int64_t Ne,
+                       const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy);
+
 }  // namespace mere::cuda

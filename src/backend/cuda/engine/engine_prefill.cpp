@@ -2,7 +2,8 @@
 // a pass on the tensor-core kernels of docs/cuda-kernels.md §5 — every MLX 4/8-bit g64 projection as
 // one GEMM over all rows (cuBLASLt on the dequantised matrix, or qgemm; X rounded to bf16 once per
 // input, shared by the projections of that input), MoE experts through moe_sort_pairs +
-// moe_stream_gate_up + moe_stream (gemm_moe.h; qgemm_grouped with MERE_CUDA_MOE_PREFILL=grouped) +
+// moe_stream_gate_up + moe_stream (gemm_moe.h; qgemm_grouped with MERE_CUDA_MOE_PREFILL=grouped, the
+// wgmma expert kernels of gemm_wgmma.h with =wgmma) +
 // moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide heads; the chunked
 // WY/UT form with MERE_CUDA_GDN_PREFILL=chunked, gdn_chunked.h; the engine's generic recurrent kernel
 // otherwise), attention through attention_prefill
@@ -68,8 +69,11 @@ int blas_overlap_sms(int sms) {
 // MERE_CUDA_MOE_PREFILL: stream (the default since session 13: engine_check 43/43 on it, +13% 35B-A3B
 // prefill) runs 4-bit routed experts through the weight-stream kernels of gemm_moe.h (gate + up +
 // SwiGLU in one launch), grouped through qgemm_grouped.
-bool moe_stream_mode() {
-  return env_choice("MERE_CUDA_MOE_PREFILL", {"stream", "grouped"}) != 1;
+// wgmma (opt-in until a GPU run has checked it): gemm_wgmma.h's expert kernels (MoE prefill v3).
+enum class MoePrefill { Stream, Grouped, Wgmma };
+MoePrefill moe_prefill_mode() {
+  const int v = env_choice("MERE_CUDA_MOE_PREFILL", {"stream", "grouped", "wgmma"});
+  return v == 1 ? MoePrefill::Grouped : v == 2 ? MoePrefill::Wgmma : MoePrefill::Stream;
 }
 
 // MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): tight (128
@@ -256,11 +260,16 @@ void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
     return QWeightView{static_cast<const uint32_t*>(W.data), W.scales, W.biases, W.rows * W.count, W.cols, W.bits};
   };
   const QWeightView Wg = stacked(X.gate), Wu = stacked(X.up), Wd = stacked(X.down);
-  const bool stream = moe_stream_mode() && moe_stream_supported(Wg, Ie) && moe_stream_supported(Wu, Ie) &&
-                      moe_stream_supported(Wd, H);
+  const MoePrefill mode = moe_prefill_mode();
+  const bool wg = mode == MoePrefill::Wgmma && wgemm_moe_supported(dev_, Wg, Ie) && wgemm_moe_supported(dev_, Wu, Ie) &&
+                  wgemm_moe_supported(dev_, Wd, H);
+  const bool stream = !wg && mode != MoePrefill::Grouped && moe_stream_supported(Wg, Ie) &&
+                      moe_stream_supported(Wu, Ie) && moe_stream_supported(Wd, H);
   moe_sort_pairs(dev_, p.ridx, T, K, E, p.offsets, p.row_token, p.pair_row);
   qgemm_prepare_x_gather(dev_, p.xn, p.row_token, P, H, H, p.xq);
-  if (stream) {
+  if (wg) {
+    wgemm_moe_gate_up(dev_, Wg, Wu, E, Ie, p.xq, p.offsets, P, p.eg, Ie);
+  } else if (stream) {
     moe_stream_gate_up(dev_, Wg, Wu, E, Ie, p.xq, p.offsets, P, p.eg, Ie, moe_stream_loads());
   } else {
     qgemm_grouped(dev_, Wg, E, Ie, p.xq, p.offsets, P, p.eg, Ie);
@@ -268,7 +277,8 @@ void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
     k::swiglu(s, p.eg, p.eu, P * Ie);
   }
   qgemm_prepare_x(dev_, p.eg, P, Ie, Ie, p.xq);
-  if (stream) moe_stream(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H, moe_stream_loads());
+  if (wg) wgemm_moe(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H);
+  else if (stream) moe_stream(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H, moe_stream_loads());
   else qgemm_grouped(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H);
   // out = sigmoid(sg) * shared, then += sum_j w[t, j] * y[pair (t, j)] in slot order
   k::moe_combine(s, nullptr, p.rw, p.sh, p.sg, T, 0, H, out);
