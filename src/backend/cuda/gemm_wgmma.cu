@@ -241,8 +241,10 @@ struct WgArgs {
 
 __device__ __forceinline__ void dense_tile(const WgArgs& p, int tok0, int row0, XRows& xr, Half (&hv)[2]) {
   xr = XRows{p.xq, tok0, min(128, p.T - tok0)};
-  for (int w = 0; w < 2; ++w)
-    hv[w] = Half{p.codes, p.scales, p.biases, row0 + 64 * w, max(1, min(64, p.N - row0 - 64 * w))};
+  for (int w = 0; w < 2; ++w) {  // a half past the last row reads row N - 1 (never stored)
+    const int first = min(row0 + 64 * w, p.N - 1);
+    hv[w] = Half{p.codes, p.scales, p.biases, first, max(1, min(64, p.N - first))};
+  }
 }
 
 __device__ __forceinline__ void store_dense(const WgArgs& p, int tok0, int row0, const float (&d)[64]) {
