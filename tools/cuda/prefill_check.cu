@@ -261,6 +261,18 @@ std::vector<uint16_t> ref_dequant(const HostQ& q) {
   return w;
 }
 
+// A prompt GEMM's output rows against ops::linear (rows ts of the [T + 1, rows] result, qgemm's
+// bounds) and the poisoned row T untouched; records both under `name`.
+void check_gemm_rows(const std::string& name, const std::vector<float>& got_all, const std::vector<float>& ref,
+                     const std::vector<int64_t>& ts, int64_t rows, int64_t T) {
+  std::vector<float> got(ref.size());
+  for (size_t i = 0; i < ts.size(); ++i) std::memcpy(&got[i * rows], &got_all[ts[i] * rows], rows * 4);
+  record(name + " vs ops::linear", compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol), kGemmNmse);
+  bool untouched = true;
+  for (int64_t r = 0; r < rows; ++r) untouched &= !std::isfinite(got_all[T * rows + r]);
+  record_bool(name + " writes no row >= T", untouched, "row T still NaN");
+}
+
 void check_blas_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t cols, int bits, const std::vector<int64_t>& Ts,
                       uint64_t seed, bool all_rows = true) {
   const HostQ hq = random_q(rows, cols, bits, seed);
@@ -309,13 +321,8 @@ void check_blas_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t col
     qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, dxq.as<uint16_t>());
     blas.run(dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows);
     const auto got_all = from_device<float>(dev, dy, static_cast<size_t>((T + 1) * rows));
-    std::vector<float> got(ref.size());
-    for (size_t i = 0; i < ts.size(); ++i) std::memcpy(&got[i * rows], &got_all[ts[i] * rows], rows * 4);
     const std::string name = std::string(tag) + " T=" + std::to_string(T) + (all_rows ? "" : " (5 rows)");
-    record(name + " vs ops::linear", compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol), kGemmNmse);
-    bool untouched = true;
-    for (int64_t r = 0; r < rows; ++r) untouched &= !std::isfinite(got_all[T * rows + r]);
-    record_bool(name + " writes no row >= T", untouched, "row T still NaN");
+    check_gemm_rows(name, got_all, ref, ts, rows, T);
     qgemm(dev, dq.view, dxq.as<uint16_t>(), T, dyq.as<float>(), rows, ws.as<float>());
     const auto yq = from_device<float>(dev, dyq, static_cast<size_t>(T * rows));
     // fp32 sums of the same products in another order (and qgemm's split-K): ~1e-10 NMSE at K = 17408;
@@ -385,13 +392,8 @@ void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, WgemmStreamK* sk, int64_
     qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, dxq.as<uint16_t>());
     wgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows, sk);
     const auto got_all = from_device<float>(dev, dy, static_cast<size_t>((T + 1) * rows));
-    std::vector<float> got(ref.size());
-    for (size_t i = 0; i < ts.size(); ++i) std::memcpy(&got[i * rows], &got_all[ts[i] * rows], rows * 4);
     const std::string name = std::string(tag) + " T=" + std::to_string(T) + (all_rows ? "" : " (5 rows)");
-    record(name + " vs ops::linear", compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol), kGemmNmse);
-    bool untouched = true;
-    for (int64_t r = 0; r < rows; ++r) untouched &= !std::isfinite(got_all[T * rows + r]);
-    record_bool(name + " writes no row >= T", untouched, "row T still NaN");
+    check_gemm_rows(name, got_all, ref, ts, rows, T);
     blas.run(dq.view, dxq.as<uint16_t>(), T, db.as<float>(), rows);
     const auto yb = from_device<float>(dev, db, static_cast<size_t>(T * rows));
     record(name + " vs cuBLASLt (same bf16 operands)", compare(got_all.data(), yb.data(), yb.size(), 1e-3, 1e-3), 1e-8);

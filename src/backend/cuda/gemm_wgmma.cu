@@ -239,12 +239,18 @@ struct WgArgs {
   int64_t ldy;
 };
 
-__device__ __forceinline__ void dense_tile(const WgArgs& p, int tok0, int row0, XRows& xr, Half (&hv)[2]) {
-  xr = XRows{p.xq, tok0, min(128, p.T - tok0)};
+// Groups [k0, k1) of the dense tile (tok0, row0) into d (zeroed here).
+__device__ __forceinline__ void dense_groups(const WgArgs& p, int tok0, int row0, int k0, int k1, uint32_t base,
+                                             const unsigned char* sbase, float (&d)[64]) {
+  const XRows xr{p.xq, tok0, min(128, p.T - tok0)};
+  Half hv[2];
   for (int w = 0; w < 2; ++w) {  // a half past the last row reads row N - 1 (never stored)
     const int first = min(row0 + 64 * w, p.N - 1);
     hv[w] = Half{p.codes, p.scales, p.biases, first, max(1, min(64, p.N - first))};
   }
+#pragma unroll
+  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+  tile_groups<128>(p.K, xr, hv, base, sbase, k0, k1, d);
 }
 
 __device__ __forceinline__ void store_dense(const WgArgs& p, int tok0, int row0, const float (&d)[64]) {
@@ -261,13 +267,8 @@ __global__ void __launch_bounds__(kThreads, 2) wgemm_q4_kernel(const WgArgs p) {
   const uint32_t base = smem_base(smem_raw, sbase);
   const int tok0 = static_cast<int>(blockIdx.x) * 128, row0 = static_cast<int>(blockIdx.y) * kRows;
   pdl_begin();
-  XRows xr;
-  Half hv[2];
-  dense_tile(p, tok0, row0, xr, hv);
   float d[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-  tile_groups<128>(p.K, xr, hv, base, sbase, 0, p.K >> 6, d);
+  dense_groups(p, tok0, row0, 0, p.K >> 6, base, sbase, d);
   store_dense(p, tok0, row0, d);
 }
 
@@ -292,13 +293,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int64_t it = wsplit::first(I, P, c); it < end;) {
     const wsplit::Piece pc = wsplit::piece(it, end, ng);
     const int tok0 = static_cast<int>(pc.tile % ntok) * 128, row0 = static_cast<int>(pc.tile / ntok) * kRows;
-    XRows xr;
-    Half hv[2];
-    dense_tile(p, tok0, row0, xr, hv);
     float d[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-    tile_groups<128>(p.K, xr, hv, base, sbase, pc.k0, pc.k1, d);
+    dense_groups(p, tok0, row0, pc.k0, pc.k1, base, sbase, d);
     if (pc.k0 > 0) {  // a helper piece (only ever the first of a block's range): publish it
       float4* w = reinterpret_cast<float4*>(ws + (static_cast<int64_t>(c) * kThreads + tid) * 64);
 #pragma unroll
