@@ -12,10 +12,10 @@ left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }
 pack() { tar czf $R/x.tgz -C $OUT .; }
 ($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
 ($B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out /tmp/synth-ab35 --quiet) &
-timeout 60 $B/mere_cuda_check --no-bench >$OUT/cuda_check.log 2>&1; echo "cuda_check rc=$? $((SECONDS-t0))s"
-grep -E "FAIL|gdn_step_norm|checks" $OUT/cuda_check.log | tail -8; pack
 timeout 200 $B/mere_prefill_check --only wgemm --json $OUT/wgemm.json >$OUT/wgemm.log 2>&1; echo "wgemm rc=$? $((SECONDS-t0))s"
 grep -E "FAIL|checks|^wgemm|blas dequant\+gemm|moe_stream.*tight|wgemm_moe|d2d" $OUT/wgemm.log | head -60; pack
+timeout 60 $B/mere_cuda_check --no-bench >$OUT/cuda_check.log 2>&1; echo "cuda_check rc=$? $((SECONDS-t0))s"
+grep -E "FAIL|gdn_step_norm|checks" $OUT/cuda_check.log | tail -8; pack
 S=MERE_CUDA_STEP_NORM=fused U=MERE_CUDA_MV_TUNE=1 W=MERE_CUDA_PREFILL=wgmma K=MERE_CUDA_WGEMM=streamk M=MERE_CUDA_MOE_PREFILL=wgmma
 env $S $U $W $K $M timeout 100 $B/mere_engine_check . >$OUT/ec-new.log 2>&1
 echo "ec step+tune+wgmma streamk+moe rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-new.log; pack
