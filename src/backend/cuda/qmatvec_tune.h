@@ -15,7 +15,7 @@
 
 namespace mere::cuda {
 
-// MERE_CUDA_MV_TUNE: 1 -> the engine measures its 1-token matvec launches at load; unset or 0 ->
+// MERE_CUDA_MV_TUNE: unset or 1 -> the engine measures its 1-token matvec launches at load; 0 ->
 // qmatvec's default shapes. Anything else is a mere::Error. Read once per process.
 bool matvec_tune_enabled();
 

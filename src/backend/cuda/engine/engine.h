@@ -91,7 +91,7 @@ class CudaEngine final : public DeviceEngine {
   static int common_bits(const DMat* const* ms, size_t n);
   static int common_bits(std::initializer_list<std::pair<const DMat*, float*>> outs);
   void accumulate_prepared(const DMat& W, int64_t T, float* x);  // x += W (qws_ input)
-  // MERE_CUDA_MV_TUNE=1: times the 1-token matvec launches of the first layer of each kind, the
+  // MERE_CUDA_MV_TUNE (default 1): times the 1-token matvec launches of the first layer of each kind, the
   // lm_head and the MTP head at load (engine_tune.cpp); linear / linear_shared / accumulate_prepared
   // and the lm_head launch with the measured shapes (same bits: qmatvec_tune.h)
   void tune_matvecs();

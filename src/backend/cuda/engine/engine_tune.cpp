@@ -1,4 +1,4 @@
-// CudaEngine::tune_matvecs (MERE_CUDA_MV_TUNE=1): the engine's 1-token matvec launches, grouped as
+// CudaEngine::tune_matvecs (MERE_CUDA_MV_TUNE, default 1): the engine's 1-token matvec launches, grouped as
 // linear / linear_shared / accumulate_prepared / the lm_head launch them, timed once at load with
 // every integer-contract shape (qmatvec_tune.h). Every layer of one kind has the same launches, so
 // the first of each kind stands for all; the MTP head's launches share their shapes with the main
