@@ -69,7 +69,8 @@ int blas_overlap_sms(int sms) {
 // MERE_CUDA_MOE_PREFILL: stream (the default since session 13: engine_check 43/43 on it, +13% 35B-A3B
 // prefill) runs 4-bit routed experts through the weight-stream kernels of gemm_moe.h (gate + up +
 // SwiGLU in one launch), grouped through qgemm_grouped.
-// wgmma (opt-in until a GPU run has checked it): gemm_wgmma.h's expert kernels (MoE prefill v3).
+// wgmma: gemm_wgmma.h's expert kernels (MoE prefill v3; correct, 4-9% slower than the stream on an
+// H100, so opt-in).
 enum class MoePrefill { Stream, Grouped, Wgmma };
 MoePrefill moe_prefill_mode() {
   const int v = env_choice("MERE_CUDA_MOE_PREFILL", {"stream", "grouped", "wgmma"});
@@ -84,19 +85,21 @@ MoeStreamLoads moe_stream_loads() {
 }
 
 
-// MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
-// gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
 // MERE_CUDA_WGEMM: how the wgmma prefill GEMM spreads a matrix over the GPU: tiles (whole tiles in
-// rounds, the default until measured) or streamk (gemm_wgmma.h WgemmStreamK).
+// rounds, the default) or streamk (gemm_wgmma.h WgemmStreamK; H100: 5% faster on the largest 27B
+// matrices, slower on the rest, docs/cuda-kernels.md prefill v6).
 bool wgemm_streamk_mode() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk"}) == 1; }
 
+// MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
+// gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
 bool gdn_chunked_mode() {
   return env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "chunked"}) == 1;
 }
 
 PrefillMode prefill_mode() {
   // default cuBLASLt (docs/cuda-kernels.md "prefill v4": engine_check 43/43 on it, +49% at 27B);
-  // wgmma: the 4-bit MLX projections through gemm_wgmma.h (prefill v6), the rest through cuBLASLt
+  // wgmma: the 4-bit MLX projections through gemm_wgmma.h (prefill v6: correct, 1.7-1.9x slower on
+  // an H100, so opt-in), the rest through cuBLASLt
   const int v = env_choice("MERE_CUDA_PREFILL", {"blas", "gemm", "exact", "wgmma"});
   return v == 1 ? PrefillMode::Gemm : v == 2 ? PrefillMode::Exact : v == 3 ? PrefillMode::Wgmma : PrefillMode::Blas;
 }
