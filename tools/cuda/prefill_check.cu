@@ -261,6 +261,12 @@ std::vector<uint16_t> ref_dequant(const HostQ& q) {
   return w;
 }
 
+// Records whether n floats of a and b are bitwise equal.
+bool record_bitwise(const std::string& name, const float* a, const float* b, size_t n) {
+  const bool same = std::memcmp(a, b, n * 4) == 0;
+  return record_bool(name, same, same ? "bitwise equal" : "differ");
+}
+
 // A prompt GEMM's output rows against ops::linear (rows ts of the [T + 1, rows] result, qgemm's
 // bounds) and the poisoned row T untouched; records both under `name`.
 void check_gemm_rows(const std::string& name, const std::vector<float>& got_all, const std::vector<float>& ref,
@@ -332,8 +338,7 @@ void check_blas_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t col
       poison(dev, dy);
       blas.run(tv, dxq.as<uint16_t>(), T, dy.as<float>(), rows);
       const auto got_t = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
-      record_bool(name + " tiled weights == MLX weights (bitwise)",
-                  std::memcmp(got_t.data(), got_all.data(), got_t.size() * 4) == 0, "outputs differ");
+      record_bitwise(name + " tiled weights == MLX weights (bitwise)", got_t.data(), got_all.data(), got_t.size());
     }
   }
 }
@@ -399,16 +404,15 @@ void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, WgemmStreamK* sk, int64_
     record(name + " vs cuBLASLt (same bf16 operands)", compare(got_all.data(), yb.data(), yb.size(), 1e-3, 1e-3), 1e-8);
     wgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows, sk);
     const auto again = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
-    record_bool(name + " deterministic (two runs bitwise)", std::memcmp(again.data(), got_all.data(), again.size() * 4) == 0,
-                "outputs differ");
+    record_bitwise(name + " deterministic (two runs bitwise)", again.data(), got_all.data(), again.size());
     std::vector<float> y(got_all.begin(), got_all.begin() + T * rows);
     if (T > t_big) y_big = y, t_big = T;
     small.emplace_back(T, std::move(y));
   }
   for (const auto& [T, y] : small) {
     if (T == t_big || sk) continue;  // stream-K moves its split with T
-    record_bool(std::string(tag) + " T=" + std::to_string(T) + " rows bitwise those of T=" + std::to_string(t_big),
-                std::memcmp(y.data(), y_big.data(), y.size() * 4) == 0, "a row depends on T");
+    record_bitwise(std::string(tag) + " T=" + std::to_string(T) + " rows bitwise those of T=" + std::to_string(t_big),
+                   y.data(), y_big.data(), y.size());
   }
 }
 
@@ -528,8 +532,7 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
     poison(dev, dy);
     wgemm_moe(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);
     const auto again = from_device<float>(dev, dy, P * Ne);
-    record_bool(std::string(tag) + " wgemm_moe deterministic (two runs bitwise)",
-                std::memcmp(again.data(), yw.data(), yw.size() * 4) == 0, "outputs differ");
+    record_bitwise(std::string(tag) + " wgemm_moe deterministic (two runs bitwise)", again.data(), yw.data(), yw.size());
   }
   std::vector<float> fused_ref(yp.size());
   for (size_t i = 0; i < yp.size(); ++i) fused_ref[i] = ys[i] / (1.0f + std::exp(-ys[i])) * yu[i];
