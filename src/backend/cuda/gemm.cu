@@ -635,8 +635,7 @@ void qgemm_grouped(CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne,
   p.offsets = offsets;
   p.E = static_cast<int>(E);
   p.sb_total = W.rows * (W.cols / 64);
-  // every expert with rows adds at most one partial tile: sum ceil(c_e / bm) <= P / bm + min(E, P)
-  const int64_t tiles = (P + bm - 1) / bm + std::min(E, P);
+  const int64_t tiles = expert_tiles_max(P, E, bm);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((Ne + kBN - 1) / kBN), 1);
   dispatch(dev, W.bits, bm, false, p, grid);
 }

@@ -249,10 +249,7 @@ void check(const QWeightView& W, int64_t E, int64_t Ne, int64_t P, int64_t ldy, 
   MERE_CHECK(moe_stream_supported(W, Ne), where,
              "expected 4-bit MLX-layout weights with cols % 128 == 0 and rows an expert % 16 == 0, got bits = ", W.bits,
              ", cols = ", W.cols, ", Ne = ", Ne, W.tiled ? ", tiled" : "");
-  MERE_CHECK(E >= 1 && Ne >= 1 && E * Ne == W.rows && W.rows < (int64_t{1} << 31), where,
-             "experts: expected E * Ne = rows (", W.rows, "), got E = ", E, ", Ne = ", Ne);
-  MERE_CHECK(ldy >= Ne && P >= 0 && P * W.cols < (int64_t{1} << 31), where, "ldy / P out of range: ldy = ", ldy,
-             ", P = ", P);
+  check_expert_launch(W, E, Ne, P, ldy, where);
 }
 
 template <bool PAIR>
@@ -275,7 +272,7 @@ void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1
   a.Ne = static_cast<int>(Ne);
   a.K = static_cast<int>(W0.cols);
   const int64_t rows_block = kWarps * (PAIR ? 16 : 32);
-  const int64_t tiles = (P + kBT - 1) / kBT + std::min(E, P);
+  const int64_t tiles = expert_tiles_max(P, E, kBT);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((Ne + rows_block - 1) / rows_block), 1);
   if (loads == MoeStreamLoads::Ring)
     launch(PAIR ? "moe_stream_ring_kernel<pair>" : "moe_stream_ring_kernel", &moe_stream_ring_kernel<PAIR>, grid,

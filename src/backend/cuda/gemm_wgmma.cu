@@ -447,14 +447,11 @@ void moe_checks(const CudaDevice& dev, const QWeightView& W, int64_t E, int64_t 
                 const char* where) {
   MERE_CHECK(wgemm_moe_supported(dev, W, Ne), where, "needs an sm_90 device and 4-bit MLX experts with 64 | cols and ",
              "128 | rows an expert (got ", W.bits, "-bit", W.tiled ? " tiled" : "", ", cols ", W.cols, ", Ne ", Ne, ")");
-  MERE_CHECK(E >= 1 && E * Ne == W.rows && W.rows < (int64_t{1} << 31) && W.cols < (int64_t{1} << 24), where,
-             "experts: expected E * Ne = rows (", W.rows, "), got E = ", E, ", Ne = ", Ne);
-  MERE_CHECK(ldy >= Ne && P >= 0 && P < (int64_t{1} << 24), where, "ldy / P out of range: ldy = ", ldy, ", P = ", P);
+  check_expert_launch(W, E, Ne, P, ldy, where);
 }
-// grid: row tiles x every expert tile the routing can produce (sum over experts of ceil(c_e / 32)
-// <= P / 32 + min(E, P)); tiles past the last are empty blocks
+// grid: row tiles x every expert tile of 32 rows the routing can produce
 dim3 moe_grid(int64_t row_tiles, int64_t E, int64_t P) {
-  return dim3(static_cast<unsigned>(row_tiles), static_cast<unsigned>(P / 32 + std::min(E, P)));
+  return dim3(static_cast<unsigned>(row_tiles), static_cast<unsigned>(expert_tiles_max(P, E, 32)));
 }
 }  // namespace
 

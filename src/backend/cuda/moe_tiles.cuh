@@ -5,7 +5,25 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/qmatvec.h"  // QWeightView
+
 namespace mere::cuda {
+
+// How many tiles of bm gathered rows find_expert_tile can return for P rows over E experts: every
+// expert with rows adds at most one partial tile, so sum ceil(c_e / bm) <= ceil(P / bm) + min(E, P).
+// The grouped kernels size their grids with it on the host (no read-back of the offsets); tiles
+// past the last are empty blocks.
+inline int64_t expert_tiles_max(int64_t P, int64_t E, int64_t bm) { return (P + bm - 1) / bm + (E < P ? E : P); }
+
+// The shape contract of a grouped expert launch (moe_stream, wgemm_moe): W holds E experts of Ne
+// rows stacked, P gathered rows of K = W.cols, output row stride ldy >= Ne. mere::Error naming `where`.
+inline void check_expert_launch(const QWeightView& W, int64_t E, int64_t Ne, int64_t P, int64_t ldy, const char* where) {
+  MERE_CHECK(E >= 1 && Ne >= 1 && E * Ne == W.rows && W.rows < (int64_t{1} << 31), where,
+             "experts: expected E * Ne = rows (", W.rows, "), got E = ", E, ", Ne = ", Ne);
+  MERE_CHECK(ldy >= Ne && P >= 0 && P * W.cols < (int64_t{1} << 31), where, "ldy / P out of range: ldy = ", ldy,
+             ", P = ", P);
+}
 
 struct ExpertTile {
   int expert;  // -1: tile i is past the last expert's last tile (the block has nothing to do)
