@@ -987,7 +987,8 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
   by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
   add_bench(nm, by, fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
   r.down = t.median_us;
-  // the weight-stream kernels (gemm_moe.h): gate and up as the two halves of the bank matrix, SwiGLU fused
+  // the routed-expert kernels that replace qgemm_grouped: gate and up as the two halves of the bank
+  // matrix with the SwiGLU fused, then down; each pair timed on the same inputs, µs (median)
   auto half = [](QWeightView v, int64_t r0, int64_t n) {
     v.codes += r0 * v.cols * v.bits / 32;
     v.scales += r0 * (v.cols / 64);
@@ -995,87 +996,51 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
     v.rows = n;
     return v;
   };
-  t = time_launches(dev, 3, 20, [&](int i) {
-    const QWeightView& v = gu.views[static_cast<size_t>(i) % gu.views.size()];
-    moe_stream_gate_up(dev, half(v, 0, E * Ie), half(v, E * Ie, E * Ie), E, Ie, xq.as<uint16_t>(), off.as<int32_t>(), P,
-                       ygu.as<float>(), Ie);
-  });
-  std::snprintf(nm, sizeof(nm), "moe_stream_gate_up q4 (SwiGLU fused) E=%lld 2x[%lldx%lld] P=%lld", (long long)E,
-                (long long)Ie, (long long)H, (long long)P);
-  fl = 2.0 * P * 2 * Ie * H;
-  by = gu_bytes + P * H * 2.0 + P * Ie * 4.0;
-  add_bench(nm, by, fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
-  r.s_gate_up = t.median_us;
-  t = time_launches(dev, 3, 20, [&](int i) {
-    moe_stream(dev, dn.views[static_cast<size_t>(i) % dn.views.size()], E, H, hq.as<uint16_t>(), off.as<int32_t>(), P,
-               yd.as<float>(), H);
-  });
-  std::snprintf(nm, sizeof(nm), "moe_stream q4 down E=%lld [%lldx%lld] P=%lld", (long long)E, (long long)H, (long long)Ie,
-                (long long)P);
-  fl = 2.0 * P * H * Ie;
-  by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
-  add_bench(nm, by, fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
-  r.s_down = t.median_us;
-  t = time_launches(dev, 3, 20, [&](int i) {
-    const QWeightView& v = gu.views[static_cast<size_t>(i) % gu.views.size()];
-    moe_stream_gate_up(dev, half(v, 0, E * Ie), half(v, E * Ie, E * Ie), E, Ie, xq.as<uint16_t>(), off.as<int32_t>(), P,
-                       ygu.as<float>(), Ie, MoeStreamLoads::Ring);
-  });
-  by = gu_bytes + P * H * 2.0 + P * Ie * 4.0;
-  fl = 2.0 * P * 2 * Ie * H;
-  add_bench("moe_stream_gate_up ring q4 E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
-            std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
-  r.r_gate_up = t.median_us;
-  t = time_launches(dev, 3, 20, [&](int i) {
-    moe_stream(dev, dn.views[static_cast<size_t>(i) % dn.views.size()], E, H, hq.as<uint16_t>(), off.as<int32_t>(), P,
-               yd.as<float>(), H, MoeStreamLoads::Ring);
-  });
-  fl = 2.0 * P * H * Ie;
-  by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
-  add_bench("moe_stream ring q4 down E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
-            std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
-  r.r_down = t.median_us;
-  {  // 128 registers, 4 blocks an SM (gemm_moe.h)
-    const MoeStreamLoads loads = MoeStreamLoads::Tight;
-    const char* vname = "tight";
-    t = time_launches(dev, 3, 20, [&](int i) {
+  using GateUpFn = std::function<void(const QWeightView&, const QWeightView&)>;
+  using DownFn = std::function<void(const QWeightView&)>;
+  auto bench_pair = [&](const std::string& gate_up_name, const std::string& down_name, const GateUpFn& gate_up,
+                        const DownFn& down) {
+    Timing tg = time_launches(dev, 3, 20, [&](int i) {
       const QWeightView& v = gu.views[static_cast<size_t>(i) % gu.views.size()];
-      moe_stream_gate_up(dev, half(v, 0, E * Ie), half(v, E * Ie, E * Ie), E, Ie, xq.as<uint16_t>(), off.as<int32_t>(),
-                         P, ygu.as<float>(), Ie, loads);
+      gate_up(half(v, 0, E * Ie), half(v, E * Ie, E * Ie));
     });
-    by = gu_bytes + P * H * 2.0 + P * Ie * 4.0;
-    fl = 2.0 * P * 2 * Ie * H;
-    add_bench(std::string("moe_stream_gate_up ") + vname + " q4 E=" + std::to_string(E) + " P=" + std::to_string(P), by,
-              fl, std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
-    t = time_launches(dev, 3, 20, [&](int i) {
-      moe_stream(dev, dn.views[static_cast<size_t>(i) % dn.views.size()], E, H, hq.as<uint16_t>(), off.as<int32_t>(), P,
-                 yd.as<float>(), H, loads);
-    });
-    fl = 2.0 * P * H * Ie;
-    by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
-    add_bench(std::string("moe_stream ") + vname + " q4 down E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
-              std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
+    double f = 2.0 * P * 2 * Ie * H, b = gu_bytes + P * H * 2.0 + P * Ie * 4.0;
+    add_bench(gate_up_name, b, f, std::max(b / (g_copy_gbs * 1e3), f / (g_mma_tflops * 1e6)), tg);
+    Timing td = time_launches(dev, 3, 20, [&](int i) { down(dn.views[static_cast<size_t>(i) % dn.views.size()]); });
+    f = 2.0 * P * H * Ie, b = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
+    add_bench(down_name, b, f, std::max(b / (g_copy_gbs * 1e3), f / (g_mma_tflops * 1e6)), td);
+    return std::pair<double, double>{tg.median_us, td.median_us};
+  };
+  const std::string ep = " E=" + std::to_string(E) + " P=" + std::to_string(P);
+  for (const MoeStreamLoads loads : {MoeStreamLoads::Registers, MoeStreamLoads::Ring, MoeStreamLoads::Tight}) {
+    const char* vname = loads == MoeStreamLoads::Ring ? " ring" : loads == MoeStreamLoads::Tight ? " tight" : "";
+    std::snprintf(nm, sizeof(nm), "moe_stream_gate_up q4 (SwiGLU fused) E=%lld 2x[%lldx%lld] P=%lld", (long long)E,
+                  (long long)Ie, (long long)H, (long long)P);
+    const std::string gname = loads == MoeStreamLoads::Registers ? std::string(nm)
+                                                                 : std::string("moe_stream_gate_up") + vname + " q4" + ep;
+    std::snprintf(nm, sizeof(nm), "moe_stream q4 down E=%lld [%lldx%lld] P=%lld", (long long)E, (long long)H,
+                  (long long)Ie, (long long)P);
+    const std::string dname = loads == MoeStreamLoads::Registers ? std::string(nm)
+                                                                 : std::string("moe_stream") + vname + " q4 down" + ep;
+    const auto [g_us, d_us] = bench_pair(
+        gname, dname,
+        [&](const QWeightView& g, const QWeightView& u) {
+          moe_stream_gate_up(dev, g, u, E, Ie, xq.as<uint16_t>(), off.as<int32_t>(), P, ygu.as<float>(), Ie, loads);
+        },
+        [&](const QWeightView& d) {
+          moe_stream(dev, d, E, H, hq.as<uint16_t>(), off.as<int32_t>(), P, yd.as<float>(), H, loads);
+        });
+    if (loads == MoeStreamLoads::Registers) r.s_gate_up = g_us, r.s_down = d_us;
+    if (loads == MoeStreamLoads::Ring) r.r_gate_up = g_us, r.r_down = d_us;
   }
   if (wgemm_moe_supported(dev, gu.views[0], 2 * Ie) && Ie % 128 == 0 && H % 128 == 0) {  // the wgmma experts
-    t = time_launches(dev, 3, 20, [&](int i) {
-      const QWeightView& v = gu.views[static_cast<size_t>(i) % gu.views.size()];
-      wgemm_moe_gate_up(dev, half(v, 0, E * Ie), half(v, E * Ie, E * Ie), E, Ie, xq.as<uint16_t>(), off.as<int32_t>(), P,
-                        ygu.as<float>(), Ie);
-    });
-    by = gu_bytes + P * H * 2.0 + P * Ie * 4.0;
-    fl = 2.0 * P * 2 * Ie * H;
-    add_bench("wgemm_moe_gate_up q4 (SwiGLU fused) E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
-              std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
-    r.w_gate_up = t.median_us;
-    t = time_launches(dev, 3, 20, [&](int i) {
-      wgemm_moe(dev, dn.views[static_cast<size_t>(i) % dn.views.size()], E, H, hq.as<uint16_t>(), off.as<int32_t>(), P,
-                yd.as<float>(), H);
-    });
-    fl = 2.0 * P * H * Ie;
-    by = dn_bytes + P * Ie * 2.0 + P * H * 4.0;
-    add_bench("wgemm_moe q4 down E=" + std::to_string(E) + " P=" + std::to_string(P), by, fl,
-              std::max(by / (g_copy_gbs * 1e3), fl / (g_mma_tflops * 1e6)), t);
-    r.w_down = t.median_us;
+    const auto [g_us, d_us] = bench_pair(
+        "wgemm_moe_gate_up q4 (SwiGLU fused)" + ep, "wgemm_moe q4 down" + ep,
+        [&](const QWeightView& g, const QWeightView& u) {
+          wgemm_moe_gate_up(dev, g, u, E, Ie, xq.as<uint16_t>(), off.as<int32_t>(), P, ygu.as<float>(), Ie);
+        },
+        [&](const QWeightView& d) { wgemm_moe(dev, d, E, H, hq.as<uint16_t>(), off.as<int32_t>(), P, yd.as<float>(), H); });
+    r.w_gate_up = g_us, r.w_down = d_us;
   }
   t = time_launches(dev, 3, 20, [&](int) {
     moe_combine(dev, yd.as<float>(), H, pr.as<int32_t>(), w.as<float>(), T, topk, H, out.as<float>(), true);
