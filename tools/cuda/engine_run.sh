@@ -61,7 +61,9 @@ PY
   fi
   if [ -n "${NCU-1}" ] && command -v ncu >/dev/null; then
     t0=$SECONDS
-    MERE_CUDA_GRAPH=0 timeout 150 ncu --clock-control none --cache-control ${NCU_CACHE:-all} --csv \
+    # MERE_CUDA_MV_TUNE=0: the load-time shape tuning would fill the captured launches (s16b's capture
+    # held only tuning launches); the fixed shapes differ from the tuned ones by a few µs a launch
+    MERE_CUDA_MV_TUNE=${MERE_CUDA_MV_TUNE:-0} MERE_CUDA_GRAPH=0 timeout 150 ncu --clock-control none --cache-control ${NCU_CACHE:-all} --csv \
       --metrics gpu__time_duration.sum --launch-count 3400 $B/mere.run bench --model "$dir" --backend cuda --prompt-tokens 1 --gen-tokens 1 --reps 1 >"$OUT/ncu-$name.csv" 2>/dev/null
     echo "[engine_run] ncu $name: $((SECONDS - t0)) s"
     python3 tools/cuda/ncu_summary.py "$OUT/ncu-$name.csv" | tee "$OUT/ncu-$name-summary.txt"
@@ -159,7 +161,7 @@ PY
       [ $stage = ab35 ] && rm -rf $d ;;
     ncupf27)  # ncu per-kernel times of one 512-token prefill pass at the 27B geometry (first forward)
       synth27
-      MERE_CUDA_GRAPH=0 timeout 240 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 2500 \
+      MERE_CUDA_MV_TUNE=${MERE_CUDA_MV_TUNE:-0} MERE_CUDA_GRAPH=0 timeout 240 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 2500 \
         $B/mere.run bench --model $D27 --backend cuda --prompt-tokens 512 --gen-tokens 1 --reps 1 >"$OUT/ncu-pf27.csv" 2>/dev/null
       python3 tools/cuda/ncu_summary.py "$OUT/ncu-pf27.csv" --first | tee "$OUT/ncu-pf27-summary.txt" ;;
     sass)  # SASS of the kernels whose mangled name matches SASS_RE (default: the T=1 group-integer matvec)
