@@ -25,80 +25,28 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_tiles.cuh"
 #include "backend/cuda/wgemm_split.h"
+#include "backend/cuda/wgmma_ops.cuh"
 
 namespace mere::cuda {
 namespace {
+using namespace wg;
 
 constexpr int kRows = 128;  // weight rows of a block (two halves of 64)
 constexpr int kThreads = 256;
 constexpr int kWBytes = kRows * 32;  // one group's codes: 128 rows x 64 4-bit codes
 
-// Shapes by token-tile width: NT = 128 (dense prompt matmuls, 2 blocks an SM), 32 (MoE experts at
-// ~16 rows each, 3 blocks an SM with a deeper ring: the bytes in flight are what the experts need).
+// Shapes by token-tile width: NT = 256 (dense, v6c: one block an SM, 217 KB of shared memory), 128
+// (dense v6a, 2 blocks an SM), 32 (MoE experts at ~16 rows each, 3 blocks an SM with a deeper ring:
+// the bytes in flight are what the experts need).
 template <int NT>
 struct Geo {
   static constexpr int kXBytes = NT * 128;                // one group's X tile
   static constexpr int kStageBytes = kXBytes + kWBytes;   // a multiple of 1024: X tiles start atoms
-  static constexpr int kStages = NT == 128 ? 5 : 8;
-  static constexpr size_t kSmem = size_t{kStages} * kStageBytes + 1024;  // + aligning the first
+  static constexpr int kStages = NT == 256 ? 5 : NT == 128 ? 5 : 8;
+  static constexpr int kABytes = NT == 256 ? 2 * kRows * 128 : 0;  // v6c: two A buffers after the stages
+  static constexpr size_t kSmem = size_t{kStages} * kStageBytes + kABytes + 1024;  // + aligning the first
   static_assert(kStageBytes % 1024 == 0, "X tiles must start on 1024-byte swizzle atoms");
 };
-
-// Shared-memory matrix descriptor of a K-major bf16 tile with 128-byte rows and the 128-byte
-// swizzle: start address >> 4 (bits 0-13), leading byte offset 1 (unused for swizzled K-major),
-// stride byte offset 1024 >> 4 (8 rows x 128 bytes between core-matrix groups), layout 1 = SW128.
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
-         (uint64_t{1} << 62);
-}
-
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// cp.async's (generic-proxy) writes become visible to wgmma's (async-proxy) reads
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// Keeps registers that an in-flight wgmma reads or writes where they are until this point.
-template <int N>
-__device__ __forceinline__ void pin(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-__device__ __forceinline__ void pin(uint32_t (&a)[4][4]) {
-#pragma unroll
-  for (int s = 0; s < 4; ++s)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[s][i])::"memory");
-}
-
-// D[64 x 128] += A[64 x 16] (registers, bf16) · B[16 x 128] (shared, K-major via desc), fp32.
-__device__ __forceinline__ void wgmma_k16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
-  asm volatile(
-      "{\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
-}
-
-// D[64 x 32] += A[64 x 16] (registers, bf16) · B[16 x 32] (shared, K-major via desc), fp32.
-__device__ __forceinline__ void wgmma_k16(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
-  asm volatile(
-      "{\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
-}
 
 // 64 weight rows of one matrix: rows [first, first + count) of codes / scales / biases (count may
 // be < 64: the rest read row first + count - 1 and are never stored)
@@ -117,34 +65,44 @@ struct XRows {
   int count;
 };
 
-// Groups [k0, k1) of the tile (x rows, two halves of weight rows) into d (which the caller zeroed).
-// Leaves every wgmma and cp.async complete.
+// One thread's part of a tile's group loop: its copies (code row tid / 2, chunk tid % 2, and X chunks
+// tid + i * 256 of each group) and its A rows (g and g + 8 of its warp's 16 in its warpgroup's half)
+// with their scale / bias indices.
 template <int NT>
-__device__ __forceinline__ void tile_groups(int K, const XRows& xr, const Half (&hv)[2], uint32_t base,
-                                            const unsigned char* sbase, int k0, int k1, float (&d)[NT / 2]) {
+struct TileIo {
   using G = Geo<NT>;
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int t = lane & 3;
-  const int ng = K >> 6, wpr = K >> 3;  // groups; u32 code words a row
-  // this thread's A rows: g and g + 8 of its warp's 16 in its warpgroup's half
-  const bool upper = warp >= 4;  // the half of this thread's A rows (uniform per warpgroup)
-  const Half& h = upper ? hv[1] : hv[0];
-  const int ra = (warp & 3) * 16 + (lane >> 2), la = (warp >> 2) * 64 + ra, lb = la + 8;
-  const uint16_t* const sc = h.scales;
-  const uint16_t* const bi = h.biases;
-  const int64_t sa = (h.first + min(ra, h.count - 1)) * ng;  // scale index of group 0
-  const int64_t sb = (h.first + min(ra + 8, h.count - 1)) * ng;
-  // this thread's copies: code row r = tid / 2 (chunk tid % 2) and X chunks tid + i * 256
-  const int cr = tid >> 1, chh = tid & 1;
-  const Half& chf = cr >= 64 ? hv[1] : hv[0];
-  const uint32_t* const crow = chf.codes + (chf.first + min(cr & 63, chf.count - 1)) * wpr + chh * 4;
-  const int cbytes = (cr & 63) < chf.count ? 16 : 0;
-  const uint32_t cdst = static_cast<uint32_t>(cr * 32 + ((chh ^ ((cr >> 2) & 1)) << 4));  // conflict-free reads
+  int K, ng, k0, t, la, lb;
+  XRows xr;
+  const uint16_t* sc;
+  const uint16_t* bi;
+  int64_t sa, sb;  // scale index of group 0, rows la and lb
+  const uint32_t* crow;
+  int cbytes;
+  uint32_t cdst, base;
 
-  // group kb's X tile and codes into stage (kb - k0) % kStages (rows out of range: zeros)
-  auto load_group = [&](int kb) {
-    const uint32_t sx = base + static_cast<uint32_t>(((kb - k0) % G::kStages) * G::kStageBytes);
-    const uint32_t sw = sx + G::kXBytes;
+  __device__ __forceinline__ TileIo(int K_, const XRows& xr_, const Half (&hv)[2], uint32_t base_, int k0_)
+      : K(K_), ng(K_ >> 6), k0(k0_), xr(xr_), base(base_) {
+    const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+    t = lane & 3;
+    const Half& h = warp >= 4 ? hv[1] : hv[0];  // the half of this thread's A rows (uniform per warpgroup)
+    const int ra = (warp & 3) * 16 + (lane >> 2);
+    la = (warp >> 2) * 64 + ra, lb = la + 8;
+    sc = h.scales, bi = h.biases;
+    sa = (h.first + min(ra, h.count - 1)) * ng;
+    sb = (h.first + min(ra + 8, h.count - 1)) * ng;
+    const int cr = tid >> 1, chh = tid & 1;
+    const Half& chf = cr >= 64 ? hv[1] : hv[0];
+    crow = chf.codes + (chf.first + min(cr & 63, chf.count - 1)) * (K >> 3) + chh * 4;
+    cbytes = (cr & 63) < chf.count ? 16 : 0;
+    cdst = static_cast<uint32_t>(cr * 32 + ((chh ^ ((cr >> 2) & 1)) << 4));  // conflict-free reads
+  }
+  __device__ __forceinline__ uint32_t stage_addr(int kb) const {
+    return base + static_cast<uint32_t>(((kb - k0) % G::kStages) * G::kStageBytes);
+  }
+  // group kb's X tile and codes into its stage (rows out of range: zeros)
+  __device__ __forceinline__ void load_group(int kb) const {
+    const int tid = static_cast<int>(threadIdx.x);
+    const uint32_t sx = stage_addr(kb);
 #pragma unroll
     for (int i = 0; i < (NT * 8 + kThreads - 1) / kThreads; ++i) {
       const int c = tid + i * kThreads, r = c >> 3, ch = c & 7;
@@ -153,59 +111,142 @@ __device__ __forceinline__ void tile_groups(int K, const XRows& xr, const Half (
         cp_async16(sx + r * 128 + ((ch ^ (r & 7)) << 4), src, r < xr.count ? 16 : 0);
       }
     }
-    cp_async16(sw + cdst, crow + kb * 8, cbytes);
-  };
-  // words 2s, 2s + 1 of row r's codes in the stage at sw (generic address; halves swizzled as stored)
-  auto word_pair = [&](const unsigned char* sw, int r, int s) {
-    return *reinterpret_cast<const uint2*>(sw + r * 32 + (((s >> 1) ^ ((r >> 2) & 1)) << 4) + ((s & 1) << 3));
-  };
-
-  uint32_t a[4][4];
-#pragma unroll
-  for (int s = 0; s < 4; ++s)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) a[s][i] = 0u;
-  __syncthreads();  // a previous tile's readers of the ring are done (they waited for their wgmmas)
+    cp_async16(sx + G::kXBytes + cdst, crow + kb * 8, cbytes);
+  }
+  // the first stages - 2 groups of [k0, k1), one commit group each
+  __device__ __forceinline__ void prologue(int k1) const {
 #pragma unroll 1
-  for (int kb = k0; kb < k0 + G::kStages - 2; ++kb) {
-    if (kb < k1) load_group(kb);
+    for (int kb = k0; kb < k0 + G::kStages - 2; ++kb) {
+      if (kb < k1) load_group(kb);
+      cp_async_commit();
+    }
+  }
+  // the start of group kb: its copies have landed for every thread (and the stage of group kb - 2
+  // is free: every warpgroup waited for those wgmmas), group kb + stages - 2 is requested
+  __device__ __forceinline__ void begin_group(int kb, int k1) const {
+    cp_async_wait<G::kStages - 3>();
+    fence_async_smem();
+    __syncthreads();
+    if (kb + G::kStages - 2 < k1) load_group(kb + G::kStages - 2);
     cp_async_commit();
   }
-  uint32_t s_a = sc[sa + k0], b_a = bi[sa + k0], s_b = sc[sb + k0], b_b = bi[sb + k0];
-#pragma unroll 1
-  for (int kb = k0; kb < k1; ++kb) {
-    const int kn = min(kb + 1, k1 - 1);  // the next group's scales, one group ahead
-    const uint32_t ns_a = sc[sa + kn], nb_a = bi[sa + kn], ns_b = sc[sb + kn], nb_b = bi[sb + kn];
-    cp_async_wait<G::kStages - 3>();  // group kb's copies (this thread's) have landed
-    fence_async_smem();
-    __syncthreads();  // everyone's have; every warpgroup is past its wgmmas of group kb - 2
-    if (kb + G::kStages - 2 < k1) load_group(kb + G::kStages - 2);  // into the stage of group kb - 2
-    cp_async_commit();
-    const int stage = (kb - k0) % G::kStages;
-    const unsigned char* sw = sbase + stage * G::kStageBytes + G::kXBytes;
-    wg_wait0();  // this warpgroup's wgmmas of group kb - 1 are done: a[] is free
-    pin(d);
-    pin(a);
+  // group kb's A fragment (dq::q4_pair: lane (g, t) holds pair t of words 2s, 2s + 1 of rows g, g + 8,
+  // the A fragment's columns 2t, 2t+1 and 2t+8, 2t+9 in the prepared order) with scales (sa_, ba_) of
+  // row la and (sb_, bb_) of row lb
+  __device__ __forceinline__ void dequant(const unsigned char* sbase, int kb, uint32_t s_a, uint32_t b_a, uint32_t s_b,
+                                          uint32_t b_b, uint32_t (&a)[4][4]) const {
+    const unsigned char* sw = sbase + ((kb - k0) % G::kStages) * G::kStageBytes + G::kXBytes;
+    auto word_pair = [&](int r, int s) {  // words 2s, 2s + 1 of row r's codes (halves swizzled as stored)
+      return *reinterpret_cast<const uint2*>(sw + r * 32 + (((s >> 1) ^ ((r >> 2) & 1)) << 4) + ((s & 1) << 3));
+    };
     const __nv_bfloat162 s2a = dq::bf2_splat(s_a), b2a = dq::bf2_splat(b_a);
     const __nv_bfloat162 s2b = dq::bf2_splat(s_b), b2b = dq::bf2_splat(b_b);
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-      const uint2 wa = word_pair(sw, la, s), wb = word_pair(sw, lb, s);
+      const uint2 wa = word_pair(la, s), wb = word_pair(lb, s);
       a[s][0] = dq::q4_pair(wa.x, t, s2a, b2a);
       a[s][1] = dq::q4_pair(wb.x, t, s2b, b2b);
       a[s][2] = dq::q4_pair(wa.y, t, s2a, b2a);
       a[s][3] = dq::q4_pair(wb.y, t, s2b, b2b);
     }
+  }
+  template <int N>
+  __device__ __forceinline__ void mma_group(int kb, const uint32_t (&a)[4][4], float (&d)[N]) const {
+    const uint64_t desc = sw128_desc(stage_addr(kb));
     wg_fence();
-    const uint64_t desc = sw128_desc(base + static_cast<uint32_t>(stage * G::kStageBytes));
 #pragma unroll
     for (int s = 0; s < 4; ++s) wgmma_k16(d, a[s], desc + 2 * s);  // + 32 bytes a k-step
     wg_commit();
+  }
+};
+
+__device__ __forceinline__ void zero(uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[s][i] = 0u;
+}
+
+// Groups [k0, k1) of the tile (x rows, two halves of weight rows) into d (which the caller zeroed),
+// one A buffer: per group a warpgroup waits for its previous wgmmas before dequantising (v6a).
+// Leaves every wgmma and cp.async complete.
+template <int NT>
+__device__ __forceinline__ void tile_groups(int K, const XRows& xr, const Half (&hv)[2], uint32_t base,
+                                            const unsigned char* sbase, int k0, int k1, float (&d)[NT / 2]) {
+  const TileIo<NT> io(K, xr, hv, base, k0);
+  uint32_t a[4][4];
+  zero(a);
+  __syncthreads();  // a previous tile's readers of the ring are done (they waited for their wgmmas)
+  io.prologue(k1);
+  uint32_t s_a = io.sc[io.sa + k0], b_a = io.bi[io.sa + k0], s_b = io.sc[io.sb + k0], b_b = io.bi[io.sb + k0];
+#pragma unroll 1
+  for (int kb = k0; kb < k1; ++kb) {
+    const int kn = min(kb + 1, k1 - 1);  // the next group's scales, one group ahead
+    const uint32_t ns_a = io.sc[io.sa + kn], nb_a = io.bi[io.sa + kn], ns_b = io.sc[io.sb + kn], nb_b = io.bi[io.sb + kn];
+    io.begin_group(kb, k1);
+    wg_wait0();  // this warpgroup's wgmmas of group kb - 1 are done: a[] is free
+    pin(d);
+    pin(a);
+    io.dequant(sbase, kb, s_a, b_a, s_b, b_b, a);
+    io.mma_group(kb, a, d);
     s_a = ns_a, b_a = nb_a, s_b = ns_b, b_b = nb_b;
   }
   wg_wait0();
   pin(d);
   pin(a);
+  cp_async_wait<0>();
+}
+
+// v6c, 256-token tiles: the warpgroup dequantises its 64 rows of group kb into shared memory (one
+// of two A buffers, 8 KB, the 128-byte swizzle of the X tiles) and runs wgmma with both operands in
+// shared memory, so it can dequantise group kb while the tensor cores still run group kb - 1 (an A
+// operand in registers cannot be rewritten under in-flight wgmmas: ptxas serialises them, C7513).
+// Thread i of a warpgroup converts row i / 2, words 4 (i % 2) .. + 3 (one 16-byte read of the staged
+// codes, four 16-byte stores: conflict-free under the swizzle), with that row's scale and bias.
+template <int NT>
+__device__ __forceinline__ void tile_groups_ss(int K, const XRows& xr, const Half (&hv)[2], uint32_t base,
+                                               const unsigned char* sbase, int k0, int k1, float (&d)[NT / 2]) {
+  using G = Geo<NT>;
+  static_assert(G::kABytes == 2 * kRows * 128, "two A buffers of 128 rows x 64 bf16");
+  const TileIo<NT> io(K, xr, hv, base, k0);
+  const int tid = static_cast<int>(threadIdx.x), wgi = tid >> 7, r = (tid & 127) >> 1, h = tid & 1;
+  const Half& hf = hv[wgi];
+  const int64_t si = (hf.first + min(r, hf.count - 1)) * io.ng;  // this row's scale index of group 0
+  const int rb = wgi * 64 + r;                                     // its row in the block's codes
+  const uint32_t a_base = base + G::kStages * G::kStageBytes + wgi * 8192;  // + buffer * 16 KB
+  const uint32_t a_row = static_cast<uint32_t>(r * 128), a_sw = static_cast<uint32_t>(r & 7);
+  __syncthreads();  // a previous tile's readers of the ring and the A buffers are done
+  io.prologue(k1);
+  uint32_t s_r = hf.scales[si + k0], b_r = hf.biases[si + k0];
+#pragma unroll 1
+  for (int kb = k0; kb < k1; ++kb) {
+    const int kn = min(kb + 1, k1 - 1);  // the next group's scale and bias, one group ahead
+    const uint32_t ns = hf.scales[si + kn], nb = hf.biases[si + kn];
+    io.begin_group(kb, k1);
+    // A buffer kb & 1: the wgmmas of group kb - 2 that read it are done (wg_wait<1> below, last group)
+    const uint32_t abuf = a_base + static_cast<uint32_t>((kb & 1) * 16384);
+    const unsigned char* sw = sbase + ((kb - k0) % G::kStages) * G::kStageBytes + G::kXBytes;
+    const uint4 w4 = *reinterpret_cast<const uint4*>(sw + rb * 32 + ((h ^ ((rb >> 2) & 1)) << 4));
+    const uint32_t words[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t o[4];
+      dq::q4_word(words[j], s_r, b_r, o);
+      const uint32_t ch = static_cast<uint32_t>(4 * h + j);
+      st_shared_v4(abuf + a_row + ((ch ^ a_sw) << 4), o[0], o[1], o[2], o[3]);
+    }
+    fence_async_smem();  // the stores become visible to wgmma's reads
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wgi) : "memory");  // the whole warpgroup's rows are in
+    const uint64_t da = sw128_desc(abuf), db = sw128_desc(io.stage_addr(kb));
+    wg_fence();
+#pragma unroll
+    for (int s = 0; s < 4; ++s) wgmma_ss_k16(d, da + 2 * s, db + 2 * s);  // + 32 bytes a k-step
+    wg_commit();
+    wg_wait<1>();  // group kb - 1 is done: its A buffer and (for every warpgroup, at the next barrier) its stage
+    s_r = ns, b_r = nb;
+  }
+  wg_wait0();
+  pin(d);
   cp_async_wait<0>();
 }
 
@@ -239,22 +280,28 @@ struct WgArgs {
   int64_t ldy;
 };
 
-// Groups [k0, k1) of the dense tile (tok0, row0) into d (zeroed here).
+// Groups [k0, k1) of the dense tile (tok0, row0) of NT tokens into d (zeroed here): NT = 128 the
+// one-buffer register loop (v6a), 256 the shared-memory A loop (v6c).
+template <int NT>
 __device__ __forceinline__ void dense_groups(const WgArgs& p, int tok0, int row0, int k0, int k1, uint32_t base,
-                                             const unsigned char* sbase, float (&d)[64]) {
-  const XRows xr{p.xq, tok0, min(128, p.T - tok0)};
+                                             const unsigned char* sbase, float (&d)[NT / 2]) {
+  const XRows xr{p.xq, tok0, min(NT, p.T - tok0)};
   Half hv[2];
   for (int w = 0; w < 2; ++w) {  // a half past the last row reads row N - 1 (never stored)
     const int first = min(row0 + 64 * w, p.N - 1);
     hv[w] = Half{p.codes, p.scales, p.biases, first, max(1, min(64, p.N - first))};
   }
 #pragma unroll
-  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-  tile_groups<128>(p.K, xr, hv, base, sbase, k0, k1, d);
+  for (int i = 0; i < NT / 2; ++i) d[i] = 0.0f;
+  if constexpr (NT == 256)
+    tile_groups_ss<NT>(p.K, xr, hv, base, sbase, k0, k1, d);
+  else
+    tile_groups<NT>(p.K, xr, hv, base, sbase, k0, k1, d);
 }
 
-__device__ __forceinline__ void store_dense(const WgArgs& p, int tok0, int row0, const float (&d)[64]) {
-  for_fragment<128>([&](int i, int x, int r) {
+template <int NT>
+__device__ __forceinline__ void store_dense(const WgArgs& p, int tok0, int row0, const float (&d)[NT / 2]) {
+  for_fragment<NT>([&](int i, int x, int r) {
     const int tok = tok0 + x, row = row0 + r;
     if (tok < p.T && row < p.N) p.y[static_cast<int64_t>(tok) * p.ldy + row] = d[i];
   });
@@ -268,8 +315,8 @@ __global__ void __launch_bounds__(kThreads, 2) wgemm_q4_kernel(const WgArgs p) {
   const int tok0 = static_cast<int>(blockIdx.x) * 128, row0 = static_cast<int>(blockIdx.y) * kRows;
   pdl_begin();
   float d[64];
-  dense_groups(p, tok0, row0, 0, p.K >> 6, base, sbase, d);
-  store_dense(p, tok0, row0, d);
+  dense_groups<128>(p, tok0, row0, 0, p.K >> 6, base, sbase, d);
+  store_dense<128>(p, tok0, row0, d);
 }
 
 // Stream-K: gridDim.x blocks, all resident at once, split the tiles x groups iterations evenly
@@ -280,7 +327,8 @@ __global__ void __launch_bounds__(kThreads, 2) wgemm_q4_kernel(const WgArgs p) {
 // lowers the flag (so every launch finds the flags zero, graph replays included) and stores.
 // Deterministic for a given (shape, T, block count); an owner only waits for blocks after it, all
 // resident.
-__global__ void __launch_bounds__(kThreads, 2)
+template <int NT>
+__global__ void __launch_bounds__(kThreads, NT == 256 ? 1 : 2)
     wgemm_q4_streamk_kernel(const WgArgs p, int ntok, float* __restrict__ ws, unsigned* __restrict__ flags) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const unsigned char* sbase = nullptr;
@@ -292,13 +340,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   pdl_begin();
   for (int64_t it = wsplit::first(I, P, c); it < end;) {
     const wsplit::Piece pc = wsplit::piece(it, end, ng);
-    const int tok0 = static_cast<int>(pc.tile % ntok) * 128, row0 = static_cast<int>(pc.tile / ntok) * kRows;
-    float d[64];
-    dense_groups(p, tok0, row0, pc.k0, pc.k1, base, sbase, d);
+    const int tok0 = static_cast<int>(pc.tile % ntok) * NT, row0 = static_cast<int>(pc.tile / ntok) * kRows;
+    float d[NT / 2];
+    dense_groups<NT>(p, tok0, row0, pc.k0, pc.k1, base, sbase, d);
     if (pc.k0 > 0) {  // a helper piece (only ever the first of a block's range): publish it
-      float4* w = reinterpret_cast<float4*>(ws + (static_cast<int64_t>(c) * kThreads + tid) * 64);
+      float4* w = reinterpret_cast<float4*>(ws + (static_cast<int64_t>(c) * kThreads + tid) * (NT / 2));
 #pragma unroll
-      for (int i = 0; i < 16; ++i) __stcg(w + i, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
+      for (int i = 0; i < NT / 8; ++i) __stcg(w + i, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
       __threadfence();
       __syncthreads();
       if (tid == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flags + c), "r"(1u) : "memory");
@@ -313,16 +361,16 @@ __global__ void __launch_bounds__(kThreads, 2)
           } while (f == 0);
         }
         __syncthreads();
-        const float4* w = reinterpret_cast<const float4*>(ws + (static_cast<int64_t>(b) * kThreads + tid) * 64);
+        const float4* w = reinterpret_cast<const float4*>(ws + (static_cast<int64_t>(b) * kThreads + tid) * (NT / 2));
 #pragma unroll
-        for (int i = 0; i < 16; ++i) {
+        for (int i = 0; i < NT / 8; ++i) {
           const float4 v = __ldcg(w + i);
           d[4 * i] += v.x, d[4 * i + 1] += v.y, d[4 * i + 2] += v.z, d[4 * i + 3] += v.w;
         }
         __syncthreads();  // every thread has read block b's part before its flag is lowered
         if (tid == 0) flags[b] = 0u;
       }
-      store_dense(p, tok0, row0, d);
+      store_dense<NT>(p, tok0, row0, d);
     }
     it += pc.k1 - pc.k0;
   }
@@ -393,20 +441,28 @@ bool wgemm_supported(const CudaDevice& dev, const QWeightView& W) {
          W.cols % 64 == 0 && W.rows > 0 && (reinterpret_cast<uintptr_t>(W.codes) & 15u) == 0;
 }
 
-int wgemm_resident_blocks(const CudaDevice& dev) {
+namespace {
+// Blocks of the stream-K kernel of NT tokens that fit one SM (its shared memory set up once).
+template <int NT>
+int streamk_per_sm() {
   static const int per_sm = [] {
-    set_smem(wgemm_q4_streamk_kernel, Geo<128>::kSmem);
+    set_smem(wgemm_q4_streamk_kernel<NT>, Geo<NT>::kSmem);
     int n = 0;
-    MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgemm_q4_streamk_kernel, kThreads, Geo<128>::kSmem));
+    MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgemm_q4_streamk_kernel<NT>, kThreads, Geo<NT>::kSmem));
     return n;
   }();
-  MERE_CHECK(per_sm >= 1, "cuda wgemm", "the stream-K kernel does not fit an SM (", Geo<128>::kSmem,
-             " bytes of shared memory)");
-  return per_sm * dev.sm_count();
+  MERE_CHECK(per_sm >= 1, "cuda wgemm", "the stream-K kernel of ", NT, "-token tiles does not fit an SM (",
+             Geo<NT>::kSmem, " bytes of shared memory)");
+  return per_sm;
 }
 
-WgemmStreamK::WgemmStreamK(CudaDevice& dev) : blocks_(wgemm_resident_blocks(dev)) {
-  ws_ = dev.alloc(static_cast<size_t>(blocks_) * kThreads * 64 * 4, "wgemm stream-K partial sums");
+int wgemm_resident_blocks(const CudaDevice& dev, bool wide) {
+  return (wide ? streamk_per_sm<256>() : streamk_per_sm<128>()) * dev.sm_count();
+}
+}  // namespace
+
+WgemmStreamK::WgemmStreamK(CudaDevice& dev, bool wide) : blocks_(wgemm_resident_blocks(dev, wide)), wide_(wide) {
+  ws_ = dev.alloc(static_cast<size_t>(blocks_) * kThreads * (wide ? 128 : 64) * 4, "wgemm stream-K partial sums");
   flags_ = dev.alloc(static_cast<size_t>(blocks_) * 4, "wgemm stream-K flags");
   dev.fill_bytes(flags_.get(), 0, flags_.bytes());
 }
@@ -423,15 +479,22 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
   DeviceGuard guard(dev.ordinal());
   const WgArgs args{W.codes, W.scales, W.biases, static_cast<int>(W.rows), static_cast<int>(W.cols), xq,
                     static_cast<int>(T), y, ldy};
-  const int ntok = static_cast<int>((T + 127) / 128), nrow = static_cast<int>((W.rows + kRows - 1) / kRows);
+  const int nrow = static_cast<int>((W.rows + kRows - 1) / kRows);
   if (sk != nullptr) {
     // every block resident (the owners wait for later blocks), never more blocks than iterations
+    const int nt = sk->wide() ? 256 : 128, ntok = static_cast<int>((T + nt - 1) / nt);
     const int64_t iters = int64_t{ntok} * nrow * (W.cols / 64);
-    const int P = static_cast<int>(std::min<int64_t>(std::min(sk->blocks(), wgemm_resident_blocks(dev)), iters));
-    launch("wgemm_q4_streamk_kernel", wgemm_q4_streamk_kernel, dim3(static_cast<unsigned>(P)), dim3(kThreads),
-           Geo<128>::kSmem, dev.stream(), args, ntok, sk->partials(), sk->flags());
+    const int P = static_cast<int>(
+        std::min<int64_t>(std::min(sk->blocks(), wgemm_resident_blocks(dev, sk->wide())), iters));
+    if (sk->wide())
+      launch("wgemm_q4_streamk_kernel<256>", wgemm_q4_streamk_kernel<256>, dim3(static_cast<unsigned>(P)),
+             dim3(kThreads), Geo<256>::kSmem, dev.stream(), args, ntok, sk->partials(), sk->flags());
+    else
+      launch("wgemm_q4_streamk_kernel<128>", wgemm_q4_streamk_kernel<128>, dim3(static_cast<unsigned>(P)),
+             dim3(kThreads), Geo<128>::kSmem, dev.stream(), args, ntok, sk->partials(), sk->flags());
     return;
   }
+  const int ntok = static_cast<int>((T + 127) / 128);
   static const bool configured = (set_smem(wgemm_q4_kernel, Geo<128>::kSmem), true);
   (void)configured;
   launch("wgemm_q4_kernel", wgemm_q4_kernel, dim3(static_cast<unsigned>(ntok), static_cast<unsigned>(nrow)),

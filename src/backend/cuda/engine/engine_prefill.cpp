@@ -85,10 +85,11 @@ MoeStreamLoads moe_stream_loads() {
 }
 
 
-// MERE_CUDA_WGEMM: how the wgmma prefill GEMM spreads a matrix over the GPU: tiles (whole tiles in
-// rounds, the default) or streamk (gemm_wgmma.h WgemmStreamK; H100: 5% faster on the largest 27B
-// matrices, slower on the rest, docs/cuda-kernels.md prefill v6).
-bool wgemm_streamk_mode() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk"}) == 1; }
+// MERE_CUDA_WGEMM: how the wgmma prefill GEMM runs: tiles (v6a: 128-token tiles in rounds, the
+// default), streamk (v6b: the same tiles split evenly over a resident grid; H100: 5% faster on the
+// largest 27B matrices, slower on the rest) or wide (v6c: 256-token tiles with the weights
+// dequantised into shared memory under the previous group's wgmmas, stream-K). 0 / 1 / 2.
+int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wide"}); }
 
 // MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
 // gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
@@ -171,7 +172,7 @@ void CudaEngine::alloc_prefill() {
   if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma) && max_weights > 0)
     p->blas = std::make_unique<BlasGemm>(dev_, max_weights, blas_overlap_sms(dev_.sm_count()));
   p->wgmma = mode == PrefillMode::Wgmma;
-  if (p->wgmma && wgemm_streamk_mode()) p->streamk = std::make_unique<WgemmStreamK>(dev_);
+  if (p->wgmma && wgemm_form() > 0) p->streamk = std::make_unique<WgemmStreamK>(dev_, wgemm_form() == 2);
   pf_ = std::move(p);
 }
 
