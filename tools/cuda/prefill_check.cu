@@ -1400,6 +1400,7 @@ int main(int argc, char** argv) {
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048);
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &sk);
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &wide);
+          bench_blas(dev, blas, "27B gate/up T=2048", 17408, 5120, 4, 2048);
           bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512, &wide);
           bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64);
           bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64, &sk);

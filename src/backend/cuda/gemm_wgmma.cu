@@ -121,14 +121,21 @@ struct TileIo {
       cp_async_commit();
     }
   }
-  // the start of group kb: its copies have landed for every thread (and the stage of group kb - 2
-  // is free: every warpgroup waited for those wgmmas), group kb + stages - 2 is requested
-  __device__ __forceinline__ void begin_group(int kb, int k1) const {
+  // group kb's copies have landed for every thread; every warpgroup has passed its wait for the
+  // wgmmas of group kb - 2, so that stage is free
+  __device__ __forceinline__ void wait_group() const {
     cp_async_wait<G::kStages - 3>();
     fence_async_smem();
     __syncthreads();
+  }
+  // requests group kb + stages - 2 (into the stage of group kb - 2), one commit group
+  __device__ __forceinline__ void request(int kb, int k1) const {
     if (kb + G::kStages - 2 < k1) load_group(kb + G::kStages - 2);
     cp_async_commit();
+  }
+  __device__ __forceinline__ void begin_group(int kb, int k1) const {
+    wait_group();
+    request(kb, k1);
   }
   // group kb's A fragment (dq::q4_pair: lane (g, t) holds pair t of words 2s, 2s + 1 of rows g, g + 8,
   // the A fragment's columns 2t, 2t+1 and 2t+8, 2t+9 in the prepared order) with scales (sa_, ba_) of
@@ -210,19 +217,21 @@ __device__ __forceinline__ void tile_groups_ss(int K, const XRows& xr, const Hal
   static_assert(G::kABytes == 2 * kRows * 128, "two A buffers of 128 rows x 64 bf16");
   const TileIo<NT> io(K, xr, hv, base, k0);
   const int tid = static_cast<int>(threadIdx.x), wgi = tid >> 7, r = (tid & 127) >> 1, h = tid & 1;
-  const Half& hf = hv[wgi];
+  const Half hf = wgi ? hv[1] : hv[0];  // a copy: indexing hv by a run-time value would put it in local memory
   const int64_t si = (hf.first + min(r, hf.count - 1)) * io.ng;  // this row's scale index of group 0
   const int rb = wgi * 64 + r;                                     // its row in the block's codes
   const uint32_t a_base = base + G::kStages * G::kStageBytes + wgi * 8192;  // + buffer * 16 KB
   const uint32_t a_row = static_cast<uint32_t>(r * 128), a_sw = static_cast<uint32_t>(r & 7);
   __syncthreads();  // a previous tile's readers of the ring and the A buffers are done
   io.prologue(k1);
+  // scale and bias of this row: group kb (s_r, b_r) and kb + 1 (s_n, b_n) in registers, kb + 2 requested
   uint32_t s_r = hf.scales[si + k0], b_r = hf.biases[si + k0];
+  uint32_t s_n = hf.scales[si + min(k0 + 1, k1 - 1)], b_n = hf.biases[si + min(k0 + 1, k1 - 1)];
 #pragma unroll 1
   for (int kb = k0; kb < k1; ++kb) {
-    const int kn = min(kb + 1, k1 - 1);  // the next group's scale and bias, one group ahead
-    const uint32_t ns = hf.scales[si + kn], nb = hf.biases[si + kn];
-    io.begin_group(kb, k1);
+    const int k2 = min(kb + 2, k1 - 1);
+    const uint32_t s2 = hf.scales[si + k2], b2 = hf.biases[si + k2];
+    io.wait_group();
     // A buffer kb & 1: the wgmmas of group kb - 2 that read it are done (wg_wait<1> below, last group)
     const uint32_t abuf = a_base + static_cast<uint32_t>((kb & 1) * 16384);
     const unsigned char* sw = sbase + ((kb - k0) % G::kStages) * G::kStageBytes + G::kXBytes;
@@ -242,8 +251,9 @@ __device__ __forceinline__ void tile_groups_ss(int K, const XRows& xr, const Hal
 #pragma unroll
     for (int s = 0; s < 4; ++s) wgmma_ss_k16(d, da + 2 * s, db + 2 * s);  // + 32 bytes a k-step
     wg_commit();
+    io.request(kb, k1);  // the copies are issued under the wgmmas, not in front of the dequantisation
     wg_wait<1>();  // group kb - 1 is done: its A buffer and (for every warpgroup, at the next barrier) its stage
-    s_r = ns, b_r = nb;
+    s_r = s_n, b_r = b_n, s_n = s2, b_n = b2;
   }
   wg_wait0();
   pin(d);
@@ -483,9 +493,13 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
   if (sk != nullptr) {
     // every block resident (the owners wait for later blocks), never more blocks than iterations
     const int nt = sk->wide() ? 256 : 128, ntok = static_cast<int>((T + nt - 1) / nt);
-    const int64_t iters = int64_t{ntok} * nrow * (W.cols / 64);
+    // at least kMinGroups groups a block unless that leaves fewer blocks than tiles: a helper's
+    // partial sums cost a tile's worth of stores and loads, worth it only for a real share of its K
+    constexpr int64_t kMinGroups = 32;
+    const int64_t tiles = int64_t{ntok} * nrow, iters = tiles * (W.cols / 64);
+    const int64_t want = std::max(tiles, (iters + kMinGroups - 1) / kMinGroups);
     const int P = static_cast<int>(
-        std::min<int64_t>(std::min(sk->blocks(), wgemm_resident_blocks(dev, sk->wide())), iters));
+        std::min<int64_t>(std::min<int64_t>(std::min(sk->blocks(), wgemm_resident_blocks(dev, sk->wide())), iters), want));
     if (sk->wide())
       launch("wgemm_q4_streamk_kernel<256>", wgemm_q4_streamk_kernel<256>, dim3(static_cast<unsigned>(P)),
              dim3(kThreads), Geo<256>::kSmem, dev.stream(), args, ntok, sk->partials(), sk->flags());

@@ -91,6 +91,11 @@ MoeStreamLoads moe_stream_loads() {
 // dequantised into shared memory under the previous group's wgmmas, stream-K). 0 / 1 / 2.
 int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wide"}); }
 
+// Which matrices the wgmma path takes under MERE_CUDA_PREFILL=wgmma: the ones it supports with at
+// least 2,048 rows; smaller ones (the GDN b/a [48, 5120], k/v [1024, 5120]) do not fill the GPU with
+// 128-row tiles (s17 H100: wide k/v 98.9 µs at T = 512) and take the cuBLASLt path.
+bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >= 2048 && wgemm_supported(dev, W); }
+
 // MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
 // gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
 bool gdn_chunked_mode() {
@@ -124,7 +129,7 @@ void CudaEngine::alloc_prefill() {
   int64_t max_weights = 0;  // the largest dense quantised projection the cuBLASLt path runs (its bf16 scratch)
   auto consider = [&](const DMat& W) {
     if (!W.quantized() || W.count != 1) return;
-    if (mode != PrefillMode::Wgmma || !wgemm_supported(dev_, W.qview())) max_weights = std::max(max_weights, W.rows * W.cols);
+    if (mode != PrefillMode::Wgmma || !wgemm_takes(dev_, W.qview())) max_weights = std::max(max_weights, W.rows * W.cols);
     for (int64_t t = kGemmRows; t <= R; t *= 2) ws = std::max(ws, qgemm_workspace_floats(dev_, W.qview(), t));
   };
   auto layer = [&](const DLayer& L) {
@@ -192,7 +197,7 @@ void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*
       prepared = W->cols;
     }
     const QWeightView v = W->qview();
-    if (p.wgmma && wgemm_supported(dev_, v)) {
+    if (p.wgmma && wgemm_takes(dev_, v)) {
       wgemm(dev_, v, p.xq, T, y, W->rows, p.streamk.get());
       continue;
     }
