@@ -20,4 +20,8 @@ echo "ec wide rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-wide.log; p
 wait
 left 120 && AB="MERE_CUDA_PDL=1;$W" timeout 150 bash tools/cuda/engine_run.sh ab27; pack
 left 90 && AB="MERE_CUDA_PDL=1;$W" timeout 120 bash tools/cuda/engine_run.sh ab35; pack
+left 40 && timeout 60 ncu --clock-control none --kernel-name-base mangled -k regex:ILi256E -s 20 -c 1 \
+  --metrics regex:smsp__pcsamp_warps_issue_stalled_.*,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
+  $B/mere_prefill_check --only wgemm --no-bench >$OUT/ncu-wide-stalls.txt 2>&1
+grep -E "tensor_op|duration|stalled_(long|barrier|wait|selected|math|lg|dispatch|short|membar)[a-z_]* " $OUT/ncu-wide-stalls.txt | grep -v not_issued
 echo "total $((SECONDS-t0))s"; pack
