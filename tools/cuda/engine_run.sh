@@ -16,7 +16,7 @@
 #            (ABTAG: a suffix of their JSON names)
 #   fab27 / fab35  decode with fusion (default) vs MERE_CUDA_FUSE=0 at the 27B / 35B-A3B geometry
 #            (512-token prompt, 128 generated, 3 reps each, alternating order)
-#   ncupf27  ncu per-kernel times of one 512-token prefill pass at the 27B geometry
+#   ncupf27 / ncupf35  ncu per-kernel times of one 512-token prefill pass at the 27B / 35B-A3B geometry
 #   sass / pattern / ncusrc  SASS of a kernel (SASS_RE), the access-pattern benchmark, ncu of one
 #            launch with per-instruction stall samples (NCU_K, NCU_MV)
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
@@ -159,11 +159,13 @@ PY
         done
       done 2>&1 | tee -a "$OUT/ab.log"
       [ $stage = ab35 ] && rm -rf $d ;;
-    ncupf27)  # ncu per-kernel times of one 512-token prefill pass at the 27B geometry (first forward)
-      synth27
+    ncupf27 | ncupf35)  # ncu per-kernel times of one 512-token prefill pass (first forward), 27B / 35B-A3B geometry
+      if [ $stage = ncupf27 ]; then synth27; d=$D27; else
+        d=/tmp/synth-ab35; [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $d --quiet; fi
+      n=${stage#ncu}
       MERE_CUDA_MV_TUNE=${MERE_CUDA_MV_TUNE:-0} MERE_CUDA_GRAPH=0 timeout 240 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 2500 \
-        $B/mere.run bench --model $D27 --backend cuda --prompt-tokens 512 --gen-tokens 1 --reps 1 >"$OUT/ncu-pf27.csv" 2>/dev/null
-      python3 tools/cuda/ncu_summary.py "$OUT/ncu-pf27.csv" --first | tee "$OUT/ncu-pf27-summary.txt" ;;
+        $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 1 --reps 1 >"$OUT/ncu-$n.csv" 2>/dev/null
+      python3 tools/cuda/ncu_summary.py "$OUT/ncu-$n.csv" --first | tee "$OUT/ncu-$n-summary.txt" ;;
     sass)  # SASS of the kernels whose mangled name matches SASS_RE (default: the T=1 group-integer matvec)
       re=${SASS_RE:-qmatvec_gmma_kernelILi1ELi6E}
       cuobjdump -sass $B/mere_cuda_check | awk -v re="$re" '/Function : /{f=($0 ~ re)} f' >"$OUT/sass.txt"
