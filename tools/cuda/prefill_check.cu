@@ -30,6 +30,7 @@
 #include "backend/cuda/gemm_moe.h"
 #include "backend/cuda/gemm_blas.h"
 #include "backend/cuda/gemm_wgmma.h"
+#include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/qmatvec.h"
 #include "core/dtype.h"
 #include "model/matrix.h"
@@ -340,6 +341,33 @@ void check_blas_shape(CudaDevice& dev, BlasGemm& blas, int64_t rows, int64_t col
       const auto got_t = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
       record_bitwise(name + " tiled weights == MLX weights (bitwise)", got_t.data(), got_all.data(), got_t.size());
     }
+  }
+}
+
+// qgemm_prepare_x_swiglu against k::swiglu's rounding then qgemm_prepare_x: bitwise, over gate values
+// where silu saturates both ways and the product overflows to inf, and the rows past T untouched.
+void check_prepare_swiglu(CudaDevice& dev) {
+  for (const auto& [T, K] : std::vector<std::pair<int64_t, int64_t>>{{1, 64}, {37, 1088}, {512, 17408}}) {
+    std::vector<float> g = random_vec(static_cast<size_t>(T * K), 91 + T, -12.0f, 12.0f);
+    const std::vector<float> u = random_vec(static_cast<size_t>(T * K), 92 + T, -3.0f, 3.0f);
+    g[0] = -100.0f;
+    if (g.size() > 2) g[1] = 100.0f, g[2] = 3.0e38f;
+    DeviceBuffer dg = to_device(dev, g, "g"), du = to_device(dev, u, "u");
+    DeviceBuffer xq = dev.alloc(static_cast<size_t>((T + 1) * K) * 2, "xq fused");
+    DeviceBuffer want = dev.alloc(static_cast<size_t>(T * K) * 2, "xq two launches");
+    poison(dev, xq);
+    qgemm_prepare_x_swiglu(dev, dg.as<float>(), du.as<float>(), T, K, xq.as<uint16_t>());
+    k::swiglu(dev.stream(), dg.as<float>(), du.as<float>(), T * K);  // g <- silu(g) * u (the engine's launch)
+    qgemm_prepare_x(dev, dg.as<float>(), T, K, K, want.as<uint16_t>());
+    const auto a = from_device<uint16_t>(dev, xq, static_cast<size_t>((T + 1) * K));
+    const auto b = from_device<uint16_t>(dev, want, static_cast<size_t>(T * K));
+    int64_t bad = 0, touched = 0;
+    for (int64_t i = 0; i < T * K; ++i) bad += a[static_cast<size_t>(i)] != b[static_cast<size_t>(i)];
+    for (int64_t i = T * K; i < (T + 1) * K; ++i) touched += a[static_cast<size_t>(i)] != 0xFFFFu;  // poisoned
+    record_bool("prepare_x_swiglu [" + std::to_string(T) + "x" + std::to_string(K) + "] bitwise swiglu + prepare_x",
+                bad == 0, std::to_string(bad) + " mismatches of " + std::to_string(T * K));
+    record_bool("prepare_x_swiglu [" + std::to_string(T) + "x" + std::to_string(K) + "] writes no row >= T", touched == 0,
+                std::to_string(touched) + " changed");
   }
 }
 
@@ -1374,6 +1402,7 @@ int main(int argc, char** argv) {
     auto phase = [&](const char* name, const std::function<void()>& f) { run_phase(dev, name, f); };
     if (only == "wgemm") {  // the wgmma GEMMs' checks, then them and the paths they replace on the real shapes
       phase("wgemm", [&] { check_wgemm(dev, quick); });
+      phase("prepare swiglu", [&] { check_prepare_swiglu(dev); });
       phase("moe", [&] {  // moe_stream and wgemm_moe side by side (wgemm_moe needs 128 | rows an expert)
         check_moe(dev, 64, 1024, 2048, 512, 8, 4, 4002, 1);
         check_moe(dev, 32, 384, 640, 100, 4, 4, 4005, 1);
@@ -1413,6 +1442,7 @@ int main(int argc, char** argv) {
     if (!only_bench) {
       phase("qgemm", [&] { check_qgemm(dev, quick); });
       phase("blas", [&] { check_blas(dev, quick); });
+      phase("prepare swiglu", [&] { check_prepare_swiglu(dev); });
       phase("wgemm", [&] { check_wgemm(dev, quick); });
       phase("moe", [&] {
         check_moe(dev, 8, 64, 128, 17, 2, 4, 4001, 1);

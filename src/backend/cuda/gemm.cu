@@ -15,6 +15,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/gemm_dequant.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_tiles.cuh"
@@ -330,6 +331,25 @@ __global__ void prepare_x_kernel(const float* __restrict__ x, const int32_t* __r
   reinterpret_cast<uint4*>(xq + p * K)[c] = o;
 }
 
+// prepare_x_kernel of silu(g) * u (k::swiglu's rounding), 8 columns a thread
+__global__ void prepare_x_swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t T, int K,
+                                        uint16_t* __restrict__ xq) {
+  pdl_begin();
+  const int per_row = K / 8;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= T * per_row) return;
+  const float4* gs = reinterpret_cast<const float4*>(g) + 2 * i;
+  const float4* us = reinterpret_cast<const float4*>(u) + 2 * i;
+  const float4 ga = gs[0], gb = gs[1], ua = us[0], ub = us[1];
+  auto sw = [](float a, float b) { return __fmul_rn(k::silu(a), b); };
+  uint4 o;
+  o.x = dq::bf2_u32(__floats2bfloat162_rn(sw(ga.x, ua.x), sw(gb.x, ub.x)));
+  o.y = dq::bf2_u32(__floats2bfloat162_rn(sw(ga.y, ua.y), sw(gb.y, ub.y)));
+  o.z = dq::bf2_u32(__floats2bfloat162_rn(sw(ga.z, ua.z), sw(gb.z, ub.z)));
+  o.w = dq::bf2_u32(__floats2bfloat162_rn(sw(ga.w, ua.w), sw(gb.w, ub.w)));
+  reinterpret_cast<uint4*>(xq)[i] = o;
+}
+
 __global__ void prepare_x_scalar_kernel(const float* __restrict__ x, const int32_t* __restrict__ idx, int64_t P, int K,
                                         int64_t ldx, uint16_t* __restrict__ xq) {
   pdl_begin();
@@ -523,6 +543,16 @@ int pick_bm(int64_t T) { return T <= 32 ? 32 : (T <= 64 ? 64 : 128); }
 
 void qgemm_prepare_x(CudaDevice& dev, const float* x, int64_t T, int64_t K, int64_t ldx, uint16_t* xq) {
   qgemm_prepare_x_gather(dev, x, nullptr, T, K, ldx, xq);
+}
+
+void qgemm_prepare_x_swiglu(CudaDevice& dev, const float* g, const float* u, int64_t T, int64_t K, uint16_t* xq) {
+  MERE_CHECK(K % 64 == 0 && (reinterpret_cast<uintptr_t>(g) & 15) == 0 && (reinterpret_cast<uintptr_t>(u) & 15) == 0,
+             "cuda qgemm_prepare_x_swiglu", "K must be a multiple of 64 and g, u 16-byte aligned (K = ", K, ")");
+  if (T <= 0) return;
+  DeviceGuard guard(dev.ordinal());
+  const int64_t n = T * (K / 8);
+  launch("qgemm prepare_x_swiglu", prepare_x_swiglu_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0,
+         dev.stream(), g, u, T, static_cast<int>(K), xq);
 }
 
 void qgemm_prepare_x_gather(CudaDevice& dev, const float* x, const int32_t* idx, int64_t P, int64_t K, int64_t ldx,

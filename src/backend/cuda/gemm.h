@@ -25,6 +25,10 @@ namespace mere::cuda {
 
 // x: [T, K] f32 (row stride ldx floats, >= K) -> xq: [T, K] bf16 (raw uint16), permuted as above.
 void qgemm_prepare_x(CudaDevice& dev, const float* x, int64_t T, int64_t K, int64_t ldx, uint16_t* xq);
+// SwiGLU form: xq = prepared silu(g) * u (the product rounded to fp32 as k::swiglu rounds it, so xq
+// is bitwise swiglu then qgemm_prepare_x, without writing the product). g, u: [T, K] f32, 16-byte
+// aligned rows.
+void qgemm_prepare_x_swiglu(CudaDevice& dev, const float* g, const float* u, int64_t T, int64_t K, uint16_t* xq);
 // Gathered form: xq[p] = prepared x[idx[p]], p < P (MoE: rows of X in expert order). idx: device int32 [P].
 void qgemm_prepare_x_gather(CudaDevice& dev, const float* x, const int32_t* idx, int64_t P, int64_t K, int64_t ldx,
                             uint16_t* xq);

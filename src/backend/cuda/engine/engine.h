@@ -110,7 +110,9 @@ class CudaEngine final : public DeviceEngine {
   void prefill_attention(const DAttn& a, float* kc, float* vc, int64_t T, int64_t pos0, float* out);
   void prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_t T, float* out);
   void prefill_ffn(const DLayer& L, int64_t T, float* out);
-  void gemm_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T);
+  void gemm_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
+                   int64_t prepared_cols = -1);
+  void swiglu_gemm(const DMat& down, float* g, const float* u, int64_t T, float* out);
   std::shared_ptr<Prefill> pf_;  // prefill scratch, allocated on the first prefill
   size_t prefill_scratch_bytes() const;
 

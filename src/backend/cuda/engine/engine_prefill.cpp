@@ -182,11 +182,12 @@ void CudaEngine::alloc_prefill() {
 }
 
 // y_i = x · W_i^T for each (W_i, y_i): quantised single matrices through one bf16-prepared X and
-// qgemm; anything else through the exact generic gemv.
+// qgemm; anything else through the exact generic gemv. prepared_cols >= 0: p.xq already holds x
+// prepared with that many columns.
 void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x,
-                             int64_t T) {
+                             int64_t T, int64_t prepared_cols) {
   Prefill& p = *pf_;
-  int64_t prepared = -1;  // cols of the X currently in p.xq
+  int64_t prepared = prepared_cols;  // cols of the X currently in p.xq
   for (const auto& [W, y] : outs) {
     if (!W->quantized() || W->count != 1) {
       k::gemv(dev_.stream(), *W, x, T, 1, nullptr, y);
@@ -240,21 +241,33 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
   gemm_shared({{&g.out, out}}, p.gout, T);
 }
 
+// out = down(silu(g) * u): a quantised down projection reads the product straight from the prepared
+// X (qgemm_prepare_x_swiglu: the same bf16 values, without writing g); g is overwritten otherwise.
+void CudaEngine::swiglu_gemm(const DMat& down, float* g, const float* u, int64_t T, float* out) {
+  // MERE_CUDA_PREFILL_SWIGLU: fused (default) or separate (the SwiGLU launch, then the prepare)
+  static const bool fused = env_choice("MERE_CUDA_PREFILL_SWIGLU", {"fused", "separate"}) == 0;
+  if (fused && down.quantized() && down.count == 1 && down.cols % 64 == 0) {
+    qgemm_prepare_x_swiglu(dev_, g, u, T, down.cols, pf_->xq);
+    gemm_shared({{&down, out}}, nullptr, T, down.cols);
+    return;
+  }
+  k::swiglu(dev_.stream(), g, u, T * down.cols);
+  gemm_shared({{&down, out}}, g, T);
+}
+
 void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
   Prefill& p = *pf_;
   cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size;
   if (!cfg_.is_moe) {
     gemm_shared({{&L.mlp.gate, p.f1}, {&L.mlp.up, p.f2}}, p.xn, T);
-    k::swiglu(s, p.f1, p.f2, T * L.mlp.gate.rows);
-    gemm_shared({{&L.mlp.down, out}}, p.f1, T);
+    swiglu_gemm(L.mlp.down, p.f1, p.f2, T, out);
     return;
   }
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, Ie = L.experts.gate.rows, P = T * K;
   gemm_shared({{&L.router, p.rlog}, {&L.shared_gate, p.sg}, {&L.shared.gate, p.f1}, {&L.shared.up, p.f2}}, p.xn, T);
   k::moe_route(s, p.rlog, T, E, K, cfg_.norm_topk_prob, p.ridx, p.rw);
-  k::swiglu(s, p.f1, p.f2, T * L.shared.gate.rows);
-  gemm_shared({{&L.shared.down, p.sh}}, p.f1, T);
+  swiglu_gemm(L.shared.down, p.f1, p.f2, T, p.sh);
   const DMlp& X = L.experts;
   const bool grouped = X.gate.quantized() && X.up.quantized() && X.down.quantized();
   if (!grouped) {  // float experts: the exact gemv over the selected experts, as the sliced path
