@@ -407,7 +407,7 @@ void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, WgemmStreamK* sk, int64_
   const HostQ hq = random_q(rows, cols, 4, seed);
   DevQ dq = upload_q(dev, hq);
   char tag[96];
-  std::snprintf(tag, sizeof(tag), "wgemm%s q4[%lldx%lld]", sk ? (sk->wide() ? " wide" : " stream-K") : "", static_cast<long long>(rows),
+  std::snprintf(tag, sizeof(tag), "wgemm%s q4[%lldx%lld]", sk ? (std::string(" ") + wgemm_form_name(sk->form())).c_str() : "", static_cast<long long>(rows),
                 static_cast<long long>(cols));
   const int64_t TM = *std::max_element(Ts.begin(), Ts.end());
   const std::vector<float> x = random_vec(static_cast<size_t>(TM * cols), seed + 1, -2.0f, 2.0f);
@@ -450,8 +450,8 @@ void check_wgemm(CudaDevice& dev, bool quick) {
     return;
   }
   BlasGemm blas(dev, int64_t{17408} * 5120);
-  WgemmStreamK streamk(dev), wide(dev, true);
-  for (WgemmStreamK* sk : {static_cast<WgemmStreamK*>(nullptr), &streamk, &wide}) {
+  WgemmStreamK streamk(dev), wide(dev, WgemmForm::Wide), ws(dev, WgemmForm::WarpSpecialized);
+  for (WgemmStreamK* sk : {static_cast<WgemmStreamK*>(nullptr), &streamk, &wide, &ws}) {
     uint64_t seed = 7500;
     check_wgemm_shape(dev, blas, sk, 257, 1088, {513, 10, 17, 64, 129}, ++seed);  // row and token tails
     check_wgemm_shape(dev, blas, sk, 1, 64, {65, 10}, ++seed);                     // one row, one group
@@ -1207,7 +1207,7 @@ double bench_wgemm(CudaDevice& dev, const char* what, int64_t rows, int64_t cols
     wgemm(dev, bank.views[static_cast<size_t>(i) % nb], xq.as<uint16_t>(), T, y.as<float>(), rows, sk);
   });
   char name[160];
-  std::snprintf(name, sizeof(name), "wgemm%s q4 %s [%lldx%lld] T=%lld", sk ? (sk->wide() ? " wide" : " stream-K") : "", what, (long long)rows,
+  std::snprintf(name, sizeof(name), "wgemm%s q4 %s [%lldx%lld] T=%lld", sk ? (std::string(" ") + wgemm_form_name(sk->form())).c_str() : "", what, (long long)rows,
                 (long long)cols, (long long)T);
   add_bench(name, static_cast<double>(bank.views[0].bytes()) + T * cols * 2.0 + T * rows * 4.0, flops,
             flops / (700.0 * 1e6), t);
@@ -1416,12 +1416,13 @@ int main(int argc, char** argv) {
           bench_copy(dev);
           BlasGemm blas(dev, int64_t{17408} * 5120);
           const int64_t shapes[5][2] = {{17408, 5120}, {5120, 17408}, {10240, 5120}, {6144, 5120}, {5120, 6144}};
-          WgemmStreamK sk(dev), wide(dev, true);
+          WgemmStreamK sk(dev), wide(dev, WgemmForm::Wide), ws(dev, WgemmForm::WarpSpecialized);
           for (const auto& sh : shapes) {
             bench_blas(dev, blas, "27B", sh[0], sh[1], 4, 512);
             bench_wgemm(dev, "27B", sh[0], sh[1], 512);
             bench_wgemm(dev, "27B", sh[0], sh[1], 512, &sk);
             bench_wgemm(dev, "27B", sh[0], sh[1], 512, &wide);
+            bench_wgemm(dev, "27B", sh[0], sh[1], 512, &ws);
           }
           bench_wgemm(dev, "27B k/v", 1024, 5120, 512);
           bench_wgemm(dev, "27B k/v", 1024, 5120, 512, &sk);
@@ -1429,6 +1430,7 @@ int main(int argc, char** argv) {
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048);
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &sk);
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &wide);
+          bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &ws);
           bench_blas(dev, blas, "27B gate/up T=2048", 17408, 5120, 4, 2048);
           bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512, &wide);
           bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64);

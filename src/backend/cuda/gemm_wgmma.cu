@@ -13,6 +13,7 @@
 // the A fragment's columns 2t, 2t+1 and 2t+8, 2t+9 in the prepared order), and issues the 4
 // wgmmas without waiting. Measured slower than the paths it would replace (gemm_wgmma.h "Status").
 #include "backend/cuda/gemm_wgmma.h"
+#include "backend/cuda/gemm_wgmma_ws.h"
 
 #include <cuda_bf16.h>
 
@@ -260,18 +261,6 @@ __device__ __forceinline__ void tile_groups_ss(int K, const XRows& xr, const Hal
   cp_async_wait<0>();
 }
 
-// The D fragment of this thread: d[4j + i] = (row (lane >> 2) + 8 (i >> 1) of the warp's 16 in its
-// half, x row 8j + 2t + (i & 1)). f(x row, row within the 128) for each.
-template <int NT, class F>
-__device__ __forceinline__ void for_fragment(F&& f) {
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int la = (warp >> 2) * 64 + (warp & 3) * 16 + (lane >> 2), t = lane & 3;
-#pragma unroll
-  for (int j = 0; j < NT / 8; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) f(4 * j + i, 8 * j + 2 * t + (i & 1), la + 8 * (i >> 1));
-}
-
 __device__ __forceinline__ uint32_t smem_base(const unsigned char* smem_raw, const unsigned char*& sbase) {
   const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;  // X tiles on 1024-byte atoms
   sbase = smem_raw + (base - raw);
@@ -471,8 +460,16 @@ int wgemm_resident_blocks(const CudaDevice& dev, bool wide) {
 }
 }  // namespace
 
-WgemmStreamK::WgemmStreamK(CudaDevice& dev, bool wide) : blocks_(wgemm_resident_blocks(dev, wide)), wide_(wide) {
-  ws_ = dev.alloc(static_cast<size_t>(blocks_) * kThreads * (wide ? 128 : 64) * 4, "wgemm stream-K partial sums");
+const char* wgemm_form_name(WgemmForm f) {
+  return f == WgemmForm::StreamK ? "stream-K" : f == WgemmForm::Wide ? "wide" : "ws";
+}
+
+WgemmStreamK::WgemmStreamK(CudaDevice& dev, WgemmForm form)
+    : blocks_(form == WgemmForm::WarpSpecialized ? wgemm_ws_resident_blocks(dev)
+                                                 : wgemm_resident_blocks(dev, form == WgemmForm::Wide)),
+      form_(form) {
+  // 256 threads a block hold the partial sums in each form (the ws kernel's consumers)
+  ws_ = dev.alloc(static_cast<size_t>(blocks_) * kThreads * (wide() ? 128 : 64) * 4, "wgemm stream-K partial sums");
   flags_ = dev.alloc(static_cast<size_t>(blocks_) * 4, "wgemm stream-K flags");
   dev.fill_bytes(flags_.get(), 0, flags_.bytes());
 }
@@ -490,6 +487,11 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
   const WgArgs args{W.codes, W.scales, W.biases, static_cast<int>(W.rows), static_cast<int>(W.cols), xq,
                     static_cast<int>(T), y, ldy};
   const int nrow = static_cast<int>((W.rows + kRows - 1) / kRows);
+  if (sk != nullptr && sk->form() == WgemmForm::WarpSpecialized) {
+    MERE_CHECK((reinterpret_cast<uintptr_t>(W.codes) & 15u) == 0 && W.cols % 64 == 0, "cuda wgemm", "ws form: codes 16-byte aligned");
+    wgemm_ws(dev, W, xq, T, y, ldy, sk->blocks(), sk->partials(), sk->flags());
+    return;
+  }
   if (sk != nullptr) {
     // every block resident (the owners wait for later blocks), never more blocks than iterations
     const int nt = sk->wide() ? 256 : 128, ntok = static_cast<int>((T + nt - 1) / nt);

@@ -30,20 +30,26 @@ bool wgemm_supported(const CudaDevice& dev, const QWeightView& W);
 // rounds (27B gate/up at T = 512: 544 tiles on 264 resident blocks = 3 rounds, the last 6% full);
 // tiles split between blocks meet through these partial sums and flags (flags are zero between
 // launches). Results are deterministic for a given shape, T and GPU, but depend on T (the split moves).
-// wide (MERE_CUDA_WGEMM=wide, v6c): 256-token tiles, one block an SM, two A register buffers so a
-// warpgroup dequantises group k + 1 while the tensor cores run group k (docs/cuda-kernels.md "v6c").
+// Forms: StreamK (v6b, 128-token tiles), Wide (MERE_CUDA_WGEMM=wide, v6c: 256-token tiles, one
+// block an SM, the weights dequantised into shared memory while the previous group's wgmmas run;
+// docs/cuda-kernels.md "v6c"), WarpSpecialized (MERE_CUDA_WGEMM=ws, v6d: v6c's tiles fed by a TMA
+// producer warp through mbarriers, no block barrier a group; gemm_wgmma_ws.h).
+enum class WgemmForm { StreamK, Wide, WarpSpecialized };
+const char* wgemm_form_name(WgemmForm f);  // "stream-K", "wide", "ws"
+
 class WgemmStreamK {
  public:
-  explicit WgemmStreamK(CudaDevice& dev, bool wide = false);  // throws mere::Error naming what did not fit
+  explicit WgemmStreamK(CudaDevice& dev, WgemmForm form = WgemmForm::StreamK);  // throws mere::Error naming what did not fit
   int blocks() const { return blocks_; }
-  bool wide() const { return wide_; }
+  WgemmForm form() const { return form_; }
+  bool wide() const { return form_ != WgemmForm::StreamK; }  // 256-token tiles
   float* partials() const { return ws_.as<float>(); }
   unsigned* flags() const { return flags_.as<unsigned>(); }
   size_t device_bytes() const { return ws_.bytes() + flags_.bytes(); }
 
  private:
   int blocks_ = 0;
-  bool wide_ = false;
+  WgemmForm form_ = WgemmForm::StreamK;
   DeviceBuffer ws_, flags_;
 };
 

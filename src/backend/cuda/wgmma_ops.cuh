@@ -97,4 +97,16 @@ __device__ __forceinline__ void wgmma_ss_k16(float (&d)[128], uint64_t desc_a, u
       : "l"(desc_a), "l"(desc_b));
 }
 
+// The D fragment of this thread: d[4j + i] = (row (lane >> 2) + 8 (i >> 1) of the warp's 16 in its
+// half, x row 8j + 2t + (i & 1)). f(x row, row within the 128) for each.
+template <int NT, class F>
+__device__ __forceinline__ void for_fragment(F&& f) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int la = (warp >> 2) * 64 + (warp & 3) * 16 + (lane >> 2), t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f(4 * j + i, 8 * j + 2 * t + (i & 1), la + 8 * (i >> 1));
+}
+
 }  // namespace mere::cuda::wg

@@ -87,9 +87,10 @@ MoeStreamLoads moe_stream_loads() {
 
 // MERE_CUDA_WGEMM: how the wgmma prefill GEMM runs: tiles (v6a: 128-token tiles in rounds, the
 // default), streamk (v6b: the same tiles split evenly over a resident grid; H100: 5% faster on the
-// largest 27B matrices, slower on the rest) or wide (v6c: 256-token tiles with the weights
-// dequantised into shared memory under the previous group's wgmmas, stream-K). 0 / 1 / 2.
-int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wide"}); }
+// largest 27B matrices, slower on the rest), wide (v6c: 256-token tiles with the weights
+// dequantised into shared memory under the previous group's wgmmas, stream-K) or ws (v6d: v6c fed
+// by a TMA producer warp). 0 / 1 / 2 / 3.
+int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wide", "ws"}); }
 
 // Which matrices the wgmma path takes under MERE_CUDA_PREFILL=wgmma: the ones it supports with at
 // least 2,048 rows; smaller ones (the GDN b/a [48, 5120], k/v [1024, 5120]) do not fill the GPU with
@@ -177,7 +178,11 @@ void CudaEngine::alloc_prefill() {
   if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma) && max_weights > 0)
     p->blas = std::make_unique<BlasGemm>(dev_, max_weights, blas_overlap_sms(dev_.sm_count()));
   p->wgmma = mode == PrefillMode::Wgmma;
-  if (p->wgmma && wgemm_form() > 0) p->streamk = std::make_unique<WgemmStreamK>(dev_, wgemm_form() == 2);
+  if (p->wgmma && wgemm_form() > 0) {
+    const int f = wgemm_form();
+    p->streamk = std::make_unique<WgemmStreamK>(
+        dev_, f == 1 ? WgemmForm::StreamK : f == 2 ? WgemmForm::Wide : WgemmForm::WarpSpecialized);
+  }
   pf_ = std::move(p);
 }
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Next session's first device call (written in session 17, whose device time ran out): what session
+# 17 built but never ran —
+#  * v6d, the warp-specialised wgmma prefill GEMM (MERE_CUDA_PREFILL=wgmma MERE_CUDA_WGEMM=ws: a TMA
+#    producer warp + mbarriers feeding v6c's consumers): prefill_check --only wgemm (checks vs
+#    ops::linear / cuBLASLt for every form, bench against the cuBLASLt path and v6c), engine_check
+#    with it, 27B / 35B-A3B prefill A/Bs. Prediction (H100): gate/up T = 512 ~140 µs (v6c 211-215,
+#    cuBLASLt path 206), tensor pipe ~70% (v6c 44.5%); 27B prefill ~7,300 tok/s (6,370).
+#  * the prompt's SwiGLU inside the down projection's X preparation (MERE_CUDA_PREFILL_SWIGLU=fused):
+#    its bitwise check (in prefill_check), engine_check with it, the 27B A/B (prediction +3%).
+# A hang in the new kernel is bounded by the timeouts. Binaries: build/carry/bin.tar.xz. LIMIT (520).
+R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
+t0=$SECONDS; LIMIT=${LIMIT:-520}
+left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }
+pack() { tar czf $R/x.tgz -C $OUT .; }
+($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
+($B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out /tmp/synth-ab35 --quiet) &
+timeout 150 $B/mere_prefill_check --only wgemm --json $OUT/wgemm.json >$OUT/wgemm.log 2>&1; echo "wgemm rc=$? $((SECONDS-t0))s"
+grep -E "FAIL|checks|swiglu|^wgemm (wide|ws)|blas dequant\+gemm|d2d" $OUT/wgemm.log | head -60; pack
+W="MERE_CUDA_PREFILL=wgmma MERE_CUDA_WGEMM=ws" S=MERE_CUDA_PREFILL_SWIGLU=fused
+env $W $S timeout 100 $B/mere_engine_check . >$OUT/ec-ws-swiglu.log 2>&1
+echo "ec ws + swiglu rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-ws-swiglu.log; pack
+wait
+left 130 && AB="MERE_CUDA_PDL=1;$S;$W $S" timeout 200 bash tools/cuda/engine_run.sh ab27; pack
+left 100 && AB="MERE_CUDA_PDL=1;$W $S" timeout 150 bash tools/cuda/engine_run.sh ab35; pack
+left 40 && timeout 60 ncu --clock-control none --kernel-name-base mangled -k regex:wgemm_ws -s 20 -c 1 \
+  --metrics regex:smsp__pcsamp_warps_issue_stalled_.*,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
+  $B/mere_prefill_check --only wgemm --no-bench >$OUT/ncu-ws-stalls.txt 2>&1
+grep -E "tensor_op|duration" $OUT/ncu-ws-stalls.txt
+echo "total $((SECONDS-t0))s"; pack
