@@ -17,6 +17,7 @@
 #   fab27 / fab35  decode with fusion (default) vs MERE_CUDA_FUSE=0 at the 27B / 35B-A3B geometry
 #            (512-token prompt, 128 generated, 3 reps each, alternating order)
 #   ncupf27 / ncupf35  ncu per-kernel times of one 512-token prefill pass at the 27B / 35B-A3B geometry
+#   ncuv27   ncu per-kernel times of the verification passes of width 1 and 8 at the 27B geometry (VMV)
 #   sass / pattern / ncusrc  SASS of a kernel (SASS_RE), the access-pattern benchmark, ncu of one
 #            launch with per-instruction stall samples (NCU_K, NCU_MV)
 # Usage (in the repo root; binaries carried in build/engine-carry): bash tools/cuda/engine_run.sh check b27
@@ -166,6 +167,16 @@ PY
       MERE_CUDA_MV_TUNE=${MERE_CUDA_MV_TUNE:-0} MERE_CUDA_GRAPH=0 timeout 240 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 2500 \
         $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 1 --reps 1 >"$OUT/ncu-$n.csv" 2>/dev/null
       python3 tools/cuda/ncu_summary.py "$OUT/ncu-$n.csv" --first | tee "$OUT/ncu-$n-summary.txt" ;;
+    ncuv27)  # ncu per-kernel times of the oracle-fed verification passes at the 27B geometry, width 1 and
+      # width 8 (NVTX ranges of CudaEngine::forward; VMV: the matvec env, default the group-integer mma db4)
+      synth27
+      for w in 1 8; do
+        env ${VMV:-MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4} MERE_CUDA_MV_TUNE=0 MERE_CUDA_GRAPH=0 timeout 200 ncu --clock-control none \
+          --cache-control none --nvtx --nvtx-include "mere.forward T=$w/" --csv --metrics gpu__time_duration.sum --launch-count 1500 \
+          $B/mere.run model verify-bench --model $D27 --backend cuda --widths $w --prompt-tokens 128 --passes 2 --reps 1 --quiet \
+          >"$OUT/ncu-v27-w$w.csv" 2>/dev/null
+        python3 tools/cuda/ncu_summary.py "$OUT/ncu-v27-w$w.csv" --all | tee "$OUT/ncu-v27-w$w-summary.txt"
+      done ;;
     sass)  # SASS of the kernels whose mangled name matches SASS_RE (default: the T=1 group-integer matvec)
       re=${SASS_RE:-qmatvec_gmma_kernelILi1ELi6E}
       cuobjdump -sass $B/mere_cuda_check | awk -v re="$re" '/Function : /{f=($0 ~ re)} f' >"$OUT/sass.txt"

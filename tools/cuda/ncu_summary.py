@@ -1,10 +1,12 @@
 """Per-kernel time of one forward from `ncu --csv --metrics gpu__time_duration.sum` output, grouped by
-kernel name, sorted by time: the decode step of a 1-token bench run (second embedding .. argmax), or
-with --first the first forward (a bench run's prefill: first embedding .. argmax)."""
+kernel name, sorted by time: the decode step of a 1-token bench run (second embedding .. argmax),
+with --first the first forward (a bench run's prefill: first embedding .. argmax), or with --all every
+captured launch, per pass (the launches divided by the embedding count)."""
 import collections, csv, re, sys
 
 rows = []
 first = "--first" in sys.argv[2:]
+every = "--all" in sys.argv[2:]
 with open(sys.argv[1]) as f:
     lines = [l for l in f if l.startswith('"')]
 for r in csv.DictReader(lines):
@@ -19,12 +21,14 @@ for r in csv.DictReader(lines):
 embeds = [i for i, (n, _) in enumerate(rows) if n.startswith("embed")]
 start = embeds[0] if first and embeds else (embeds[1] if len(embeds) > 1 else 0)
 end = next((i + 1 for i, (n, _) in enumerate(rows) if i >= start and n.startswith("argmax")), len(rows))
-step = rows[start:end]
+step = rows if every else rows[start:end]
+passes = max(1, sum(1 for n, _ in rows if n.startswith("embed"))) if every else 1
 agg = collections.defaultdict(lambda: [0, 0.0])
 for n, v in step:
     agg[n][0] += 1
     agg[n][1] += v
 total = sum(v for _, v in step)
-print("%s (no graph): %d kernels, %.1f us of kernel time" % ("first forward" if first else "one decode step (T=1)", len(step), total))
+what = "every captured launch" if every else ("first forward" if first else "one decode step (T=1)")
+print("%s (no graph): %d kernels, %.1f us of kernel time; %d passes, %.1f us a pass" % (what, len(step), total, passes, total / passes))
 for n, (c, v) in sorted(agg.items(), key=lambda x: -x[1][1]):
     print("  %-40s %5d launches %9.1f us  %5.1f%%" % (n, c, v, 100 * v / total if total else 0))

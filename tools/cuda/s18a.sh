@@ -8,6 +8,7 @@
 #    cuBLASLt path 206), tensor pipe ~70% (v6c 44.5%); 27B prefill ~7,300 tok/s (6,370).
 #  * the prompt's SwiGLU inside the down projection's X preparation (MERE_CUDA_PREFILL_SWIGLU=fused):
 #    its bitwise check (in prefill_check), engine_check with it, the 27B A/B (prediction +3%).
+#  * issue 7: ncu per-kernel times of verification passes of width 1 and 8 at the 27B geometry (ncuv27).
 # A hang in the new kernel is bounded by the timeouts. Binaries: build/carry/bin.tar.xz. LIMIT (520).
 R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
@@ -28,4 +29,6 @@ left 40 && timeout 60 ncu --clock-control none --kernel-name-base mangled -k reg
   --metrics regex:smsp__pcsamp_warps_issue_stalled_.*,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
   $B/mere_prefill_check --only wgemm --no-bench >$OUT/ncu-ws-stalls.txt 2>&1
 grep -E "tensor_op|duration" $OUT/ncu-ws-stalls.txt
+# issue 7: where a width-8 verification pass spends its time against width 1 (group-integer mma, db4)
+left 120 && timeout 220 bash tools/cuda/engine_run.sh ncuv27 2>&1 | head -50; pack
 echo "total $((SECONDS-t0))s"; pack

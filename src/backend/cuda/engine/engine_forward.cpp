@@ -3,6 +3,8 @@
 // traced or not) and the MTP head's passes run as graphs owned by the sequence, one per kind of
 // pass: positions and ids are read on the device, so a graph is replayed pass after pass and
 // captured again only when a KV cache moves.
+#include <nvtx3/nvToolsExt.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -251,8 +253,28 @@ void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool
   if (want_argmax) k::argmax(s, logits_ + (T - 1) * V, V, st.argmax());
 }
 
+namespace {
+// An NVTX range around each forward call, named by its width ("mere.forward T=8", "mere.forward
+// prompt"), so a profiler can take exactly the verification passes of one width
+// (`ncu --nvtx --nvtx-include "mere.forward T=8/"`, tools/cuda/engine_run.sh ncuv27). Costs nothing
+// without a profiler attached.
+class ForwardRange {
+ public:
+  explicit ForwardRange(int64_t T) {
+    static const char* const names[] = {"mere.forward T=0", "mere.forward T=1", "mere.forward T=2", "mere.forward T=3",
+                                        "mere.forward T=4", "mere.forward T=5", "mere.forward T=6", "mere.forward T=7",
+                                        "mere.forward T=8", "mere.forward T=9"};
+    nvtxRangePushA(T >= 0 && T <= 9 ? names[T] : "mere.forward prompt");
+  }
+  ~ForwardRange() { nvtxRangePop(); }
+  ForwardRange(const ForwardRange&) = delete;
+  ForwardRange& operator=(const ForwardRange&) = delete;
+};
+}  // namespace
+
 void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, float* hidden, float* logits,
                          LogitsMode mode, const ForwardOptions& opt) {
+  const ForwardRange range(T);
   CudaSeqState& st = state(mem);
   DeviceGuard guard(dev_.ordinal());
   cudaStream_t s = dev_.stream();
