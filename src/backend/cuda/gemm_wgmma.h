@@ -10,9 +10,10 @@
 // column order), so results are deterministic, and with whole tiles independent of T for a given row
 // (each output element is the same chain of k-steps whatever tile it lies in); not bitwise cuBLASLt's.
 //
-// Status (session 16, H100): correct (prefill_check --only wgemm, engine_check) but 1.7-1.9x slower
-// than the cuBLASLt path and the MoE form 4-9% slower than moe_stream, so both are opt-in switches;
-// docs/cuda-kernels.md says why and what the next version needs.
+// Status (H100): v6a/v6b (session 16) correct but 1.7-1.9x slower than the cuBLASLt path, the MoE
+// form 4-9% slower than moe_stream; v6c (wide, session 17) correct and ~1.05x the cuBLASLt path per
+// matrix (tensor pipe 44.5%); v6d (ws) built, not yet run. All opt-in switches; docs/cuda-kernels.md
+// "prefill v6" .. "v6d" say why and what each measured.
 #pragma once
 #include <cstdint>
 
