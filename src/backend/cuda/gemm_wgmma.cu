@@ -25,6 +25,7 @@
 #include "backend/cuda/gemm_dequant.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_tiles.cuh"
+#include "backend/cuda/wgemm_fixup.cuh"
 #include "backend/cuda/wgemm_split.h"
 #include "backend/cuda/wgmma_ops.cuh"
 
@@ -342,33 +343,12 @@ __global__ void __launch_bounds__(kThreads, NT == 256 ? 1 : 2)
     const int tok0 = static_cast<int>(pc.tile % ntok) * NT, row0 = static_cast<int>(pc.tile / ntok) * kRows;
     float d[NT / 2];
     dense_groups<NT>(p, tok0, row0, pc.k0, pc.k1, base, sbase, d);
+    auto sync = [] { __syncthreads(); };
     if (pc.k0 > 0) {  // a helper piece (only ever the first of a block's range): publish it
-      float4* w = reinterpret_cast<float4*>(ws + (static_cast<int64_t>(c) * kThreads + tid) * (NT / 2));
-#pragma unroll
-      for (int i = 0; i < NT / 8; ++i) __stcg(w + i, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flags + c), "r"(1u) : "memory");
-    } else {
-      // the owner: add the helpers' parts in block (= group) order, lower their flags, store
+      wsplit::publish(ws, flags, c, kThreads, tid, d, sync);
+    } else {  // the owner: add the helpers' parts in group order, then store
       const int hend = pc.k1 < ng ? wsplit::helpers_end(I, P, c, pc.tile, ng) : c + 1;
-      for (int b = c + 1; b < hend; ++b) {
-        if (tid == 0) {
-          unsigned f = 0;
-          do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(f) : "l"(flags + b) : "memory");
-          } while (f == 0);
-        }
-        __syncthreads();
-        const float4* w = reinterpret_cast<const float4*>(ws + (static_cast<int64_t>(b) * kThreads + tid) * (NT / 2));
-#pragma unroll
-        for (int i = 0; i < NT / 8; ++i) {
-          const float4 v = __ldcg(w + i);
-          d[4 * i] += v.x, d[4 * i + 1] += v.y, d[4 * i + 2] += v.z, d[4 * i + 3] += v.w;
-        }
-        __syncthreads();  // every thread has read block b's part before its flag is lowered
-        if (tid == 0) flags[b] = 0u;
-      }
+      wsplit::gather(ws, flags, c + 1, hend, kThreads, tid, d, sync);
       store_dense<NT>(p, tok0, row0, d);
     }
     it += pc.k1 - pc.k0;

@@ -29,6 +29,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/tma.cuh"
 #include "backend/cuda/tma_map.h"
+#include "backend/cuda/wgemm_fixup.cuh"
 #include "backend/cuda/wgemm_split.h"
 #include "backend/cuda/wgmma_ops.cuh"
 
@@ -189,32 +190,10 @@ __global__ void __maxnreg__(224)
     float d[128];
     consume(ring, p, row0, pc.k0, pc.k1, pos, d);
     if (pc.k0 > 0) {  // a helper piece (only ever the first of a block's range): publish it
-      float4* w = reinterpret_cast<float4*>(ws + (static_cast<int64_t>(c) * kConsumers + tid) * 128);
-#pragma unroll
-      for (int i = 0; i < 32; ++i) __stcg(w + i, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
-      __threadfence();
-      consumers_sync();
-      if (tid == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flags + c), "r"(1u) : "memory");
-    } else {
-      // the owner: add the helpers' parts in block (= group) order, lower their flags, store
+      wsplit::publish(ws, flags, c, kConsumers, tid, d, consumers_sync);
+    } else {  // the owner: add the helpers' parts in group order, then store
       const int hend = pc.k1 < ng ? wsplit::helpers_end(I, P, c, pc.tile, ng) : c + 1;
-      for (int b = c + 1; b < hend; ++b) {
-        if (tid == 0) {
-          unsigned f = 0;
-          do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(f) : "l"(flags + b) : "memory");
-          } while (f == 0);
-        }
-        consumers_sync();
-        const float4* w = reinterpret_cast<const float4*>(ws + (static_cast<int64_t>(b) * kConsumers + tid) * 128);
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-          const float4 v = __ldcg(w + i);
-          d[4 * i] += v.x, d[4 * i + 1] += v.y, d[4 * i + 2] += v.z, d[4 * i + 3] += v.w;
-        }
-        consumers_sync();  // every consumer has read block b's part before its flag is lowered
-        if (tid == 0) flags[b] = 0u;
-      }
+      wsplit::gather(ws, flags, c + 1, hend, kConsumers, tid, d, consumers_sync);
       store_tile(p, tok0, row0, d);
     }
     it += pc.k1 - pc.k0;
