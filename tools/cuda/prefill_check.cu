@@ -450,8 +450,9 @@ void check_wgemm(CudaDevice& dev, bool quick) {
     return;
   }
   BlasGemm blas(dev, int64_t{17408} * 5120);
-  WgemmStreamK streamk(dev), wide(dev, WgemmForm::Wide), ws(dev, WgemmForm::WarpSpecialized);
-  for (WgemmStreamK* sk : {static_cast<WgemmStreamK*>(nullptr), &streamk, &wide, &ws}) {
+  WgemmStreamK streamk(dev), wide(dev, WgemmForm::Wide), ws(dev, WgemmForm::WarpSpecialized),
+      wst(dev, WgemmForm::WarpSpecializedTall);
+  for (WgemmStreamK* sk : {static_cast<WgemmStreamK*>(nullptr), &streamk, &wide, &ws, &wst}) {
     uint64_t seed = 7500;
     check_wgemm_shape(dev, blas, sk, 257, 1088, {513, 10, 17, 64, 129}, ++seed);  // row and token tails
     check_wgemm_shape(dev, blas, sk, 1, 64, {65, 10}, ++seed);                     // one row, one group
@@ -1416,13 +1417,15 @@ int main(int argc, char** argv) {
           bench_copy(dev);
           BlasGemm blas(dev, int64_t{17408} * 5120);
           const int64_t shapes[5][2] = {{17408, 5120}, {5120, 17408}, {10240, 5120}, {6144, 5120}, {5120, 6144}};
-          WgemmStreamK sk(dev), wide(dev, WgemmForm::Wide), ws(dev, WgemmForm::WarpSpecialized);
+          WgemmStreamK sk(dev), wide(dev, WgemmForm::Wide), ws(dev, WgemmForm::WarpSpecialized),
+              wst(dev, WgemmForm::WarpSpecializedTall);
           for (const auto& sh : shapes) {
             bench_blas(dev, blas, "27B", sh[0], sh[1], 4, 512);
             bench_wgemm(dev, "27B", sh[0], sh[1], 512);
             bench_wgemm(dev, "27B", sh[0], sh[1], 512, &sk);
             bench_wgemm(dev, "27B", sh[0], sh[1], 512, &wide);
             bench_wgemm(dev, "27B", sh[0], sh[1], 512, &ws);
+            bench_wgemm(dev, "27B", sh[0], sh[1], 512, &wst);
           }
           bench_wgemm(dev, "27B k/v", 1024, 5120, 512);
           bench_wgemm(dev, "27B k/v", 1024, 5120, 512, &sk);
@@ -1431,6 +1434,7 @@ int main(int argc, char** argv) {
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &sk);
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &wide);
           bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &ws);
+          bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &wst);
           bench_blas(dev, blas, "27B gate/up T=2048", 17408, 5120, 4, 2048);
           bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512, &wide);
           bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64);

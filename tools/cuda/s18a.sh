@@ -18,12 +18,12 @@ pack() { tar czf $R/x.tgz -C $OUT .; }
 ($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
 ($B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out /tmp/synth-ab35 --quiet) &
 timeout 150 $B/mere_prefill_check --only wgemm --json $OUT/wgemm.json >$OUT/wgemm.log 2>&1; echo "wgemm rc=$? $((SECONDS-t0))s"
-grep -E "FAIL|checks|swiglu|^wgemm (wide|ws)|blas dequant\+gemm|d2d" $OUT/wgemm.log | head -60; pack
+grep -E "FAIL|checks|swiglu|^wgemm (wide|ws|wst) q4 27B|blas dequant\+gemm|d2d" $OUT/wgemm.log | head -60; pack
 W="MERE_CUDA_PREFILL=wgmma MERE_CUDA_WGEMM=ws" S=MERE_CUDA_PREFILL_SWIGLU=fused
 env $W $S timeout 100 $B/mere_engine_check . >$OUT/ec-ws-swiglu.log 2>&1
 echo "ec ws + swiglu rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-ws-swiglu.log; pack
 wait
-left 130 && AB="MERE_CUDA_PDL=1;$S;$W $S" timeout 200 bash tools/cuda/engine_run.sh ab27; pack
+left 160 && AB="MERE_CUDA_PDL=1;$S;$W $S;MERE_CUDA_PREFILL=wgmma MERE_CUDA_WGEMM=wst $S" timeout 240 bash tools/cuda/engine_run.sh ab27; pack
 left 100 && AB="MERE_CUDA_PDL=1;$W $S" timeout 150 bash tools/cuda/engine_run.sh ab35; pack
 left 40 && timeout 60 ncu --clock-control none --kernel-name-base mangled -k regex:wgemm_ws -s 20 -c 1 \
   --metrics regex:smsp__pcsamp_warps_issue_stalled_.*,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \

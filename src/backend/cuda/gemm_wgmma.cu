@@ -441,12 +441,13 @@ int wgemm_resident_blocks(const CudaDevice& dev, bool wide) {
 }  // namespace
 
 const char* wgemm_form_name(WgemmForm f) {
-  return f == WgemmForm::StreamK ? "stream-K" : f == WgemmForm::Wide ? "wide" : "ws";
+  return f == WgemmForm::StreamK ? "stream-K" : f == WgemmForm::Wide ? "wide" : f == WgemmForm::WarpSpecialized ? "ws" : "wst";
 }
 
 WgemmStreamK::WgemmStreamK(CudaDevice& dev, WgemmForm form)
-    : blocks_(form == WgemmForm::WarpSpecialized ? wgemm_ws_resident_blocks(dev)
-                                                 : wgemm_resident_blocks(dev, form == WgemmForm::Wide)),
+    : blocks_(form == WgemmForm::WarpSpecialized || form == WgemmForm::WarpSpecializedTall
+                  ? wgemm_ws_resident_blocks(dev, form == WgemmForm::WarpSpecializedTall)
+                  : wgemm_resident_blocks(dev, form == WgemmForm::Wide)),
       form_(form) {
   // 256 threads a block hold the partial sums in each form (the ws kernel's consumers)
   ws_ = dev.alloc(static_cast<size_t>(blocks_) * kThreads * (wide() ? 128 : 64) * 4, "wgemm stream-K partial sums");
@@ -467,9 +468,9 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
   const WgArgs args{W.codes, W.scales, W.biases, static_cast<int>(W.rows), static_cast<int>(W.cols), xq,
                     static_cast<int>(T), y, ldy};
   const int nrow = static_cast<int>((W.rows + kRows - 1) / kRows);
-  if (sk != nullptr && sk->form() == WgemmForm::WarpSpecialized) {
-    MERE_CHECK((reinterpret_cast<uintptr_t>(W.codes) & 15u) == 0 && W.cols % 64 == 0, "cuda wgemm", "ws form: codes 16-byte aligned");
-    wgemm_ws(dev, W, xq, T, y, ldy, sk->blocks(), sk->partials(), sk->flags());
+  if (sk != nullptr && sk->ws()) {  // codes alignment and 64 | cols: wgemm_supported
+    wgemm_ws(dev, W, xq, T, y, ldy, sk->form() == WgemmForm::WarpSpecializedTall, sk->blocks(), sk->partials(),
+             sk->flags());
     return;
   }
   if (sk != nullptr) {

@@ -34,16 +34,18 @@ bool wgemm_supported(const CudaDevice& dev, const QWeightView& W);
 // Forms: StreamK (v6b, 128-token tiles), Wide (MERE_CUDA_WGEMM=wide, v6c: 256-token tiles, one
 // block an SM, the weights dequantised into shared memory while the previous group's wgmmas run;
 // docs/cuda-kernels.md "v6c"), WarpSpecialized (MERE_CUDA_WGEMM=ws, v6d: v6c's tiles fed by a TMA
-// producer warp through mbarriers, no block barrier a group; gemm_wgmma_ws.h).
-enum class WgemmForm { StreamK, Wide, WarpSpecialized };
-const char* wgemm_form_name(WgemmForm f);  // "stream-K", "wide", "ws"
+// producer warp through mbarriers, no block barrier a group; gemm_wgmma_ws.h), WarpSpecializedTall
+// (MERE_CUDA_WGEMM=wst: the same with tiles of 256 weight rows x 128 tokens).
+enum class WgemmForm { StreamK, Wide, WarpSpecialized, WarpSpecializedTall };
+const char* wgemm_form_name(WgemmForm f);  // "stream-K", "wide", "ws", "wst"
 
 class WgemmStreamK {
  public:
   explicit WgemmStreamK(CudaDevice& dev, WgemmForm form = WgemmForm::StreamK);  // throws mere::Error naming what did not fit
   int blocks() const { return blocks_; }
   WgemmForm form() const { return form_; }
-  bool wide() const { return form_ != WgemmForm::StreamK; }  // 256-token tiles
+  bool wide() const { return form_ != WgemmForm::StreamK; }  // 128 partial sums a thread
+  bool ws() const { return form_ == WgemmForm::WarpSpecialized || form_ == WgemmForm::WarpSpecializedTall; }
   float* partials() const { return ws_.as<float>(); }
   unsigned* flags() const { return flags_.as<unsigned>(); }
   size_t device_bytes() const { return ws_.bytes() + flags_.bytes(); }

@@ -88,9 +88,9 @@ MoeStreamLoads moe_stream_loads() {
 // MERE_CUDA_WGEMM: how the wgmma prefill GEMM runs: tiles (v6a: 128-token tiles in rounds, the
 // default), streamk (v6b: the same tiles split evenly over a resident grid; H100: 5% faster on the
 // largest 27B matrices, slower on the rest), wide (v6c: 256-token tiles with the weights
-// dequantised into shared memory under the previous group's wgmmas, stream-K) or ws (v6d: v6c fed
-// by a TMA producer warp). 0 / 1 / 2 / 3.
-int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wide", "ws"}); }
+// dequantised into shared memory under the previous group's wgmmas, stream-K), ws (v6d: v6c fed
+// by a TMA producer warp) or wst (v6d with tiles of 256 weight rows x 128 tokens). 0 .. 4.
+int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wide", "ws", "wst"}); }
 
 // Which matrices the wgmma path takes under MERE_CUDA_PREFILL=wgmma: the ones it supports with at
 // least 2,048 rows; smaller ones (the GDN b/a [48, 5120], k/v [1024, 5120]) do not fill the GPU with
@@ -181,7 +181,10 @@ void CudaEngine::alloc_prefill() {
   if (p->wgmma && wgemm_form() > 0) {
     const int f = wgemm_form();
     p->streamk = std::make_unique<WgemmStreamK>(
-        dev_, f == 1 ? WgemmForm::StreamK : f == 2 ? WgemmForm::Wide : WgemmForm::WarpSpecialized);
+        dev_, f == 1   ? WgemmForm::StreamK
+              : f == 2 ? WgemmForm::Wide
+              : f == 3 ? WgemmForm::WarpSpecialized
+                       : WgemmForm::WarpSpecializedTall);
   }
   pf_ = std::move(p);
 }
