@@ -254,7 +254,7 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
 // writing g); g is overwritten otherwise.
 void CudaEngine::swiglu_gemm(const DMat& down, float* g, const float* u, int64_t T, float* out) {
   // MERE_CUDA_PREFILL_SWIGLU: separate (the SwiGLU launch, then the prepare; the default until the
-  // fused form has run on a GPU: engine_check and an A/B, tools/cuda/s17g.sh) or fused
+  // fused form has run on a GPU: engine_check and an A/B, tools/cuda/s18a.sh) or fused
   static const bool fused = env_choice("MERE_CUDA_PREFILL_SWIGLU", {"separate", "fused"}) == 1;
   if (fused && down.quantized() && down.count == 1 && down.cols % 64 == 0) {
     qgemm_prepare_x_swiglu(dev_, g, u, T, down.cols, pf_->xq);
