@@ -17,15 +17,18 @@ left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }
 pack() { tar czf $R/x.tgz -C $OUT .; }
 ($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
 ($B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out /tmp/synth-ab35 --quiet) &
-timeout 150 $B/mere_prefill_check --only wgemm --json $OUT/wgemm.json >$OUT/wgemm.log 2>&1; echo "wgemm rc=$? $((SECONDS-t0))s"
+timeout -k 10 150 $B/mere_prefill_check --only wgemm --json $OUT/wgemm.json >$OUT/wgemm.log 2>&1; rc=$?; echo "wgemm rc=$rc $((SECONDS-t0))s"
 grep -E "FAIL|checks|swiglu|^wgemm (wide|ws|wst) q4 27B|blas dequant\+gemm|d2d" $OUT/wgemm.log | head -60; pack
-W="MERE_CUDA_PREFILL=wgmma MERE_CUDA_WGEMM=ws" S=MERE_CUDA_PREFILL_SWIGLU=fused
+S=MERE_CUDA_PREFILL_SWIGLU=fused W="MERE_CUDA_PREFILL=wgmma MERE_CUDA_WGEMM=ws" W2="MERE_CUDA_PREFILL=wgmma MERE_CUDA_WGEMM=wst"
+# the ws forms go into the engine only if every check passed (a hang or a wrong result stops them here)
+if [ $rc -ne 0 ]; then echo "prefill_check failed or timed out: the ws forms stay out of the engine runs"; W= W2=; fi
 env $W $S timeout 100 $B/mere_engine_check . >$OUT/ec-ws-swiglu.log 2>&1
-echo "ec ws + swiglu rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-ws-swiglu.log; pack
+echo "ec [$W $S] rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-ws-swiglu.log; pack
 wait
-left 160 && AB="MERE_CUDA_PDL=1;$S;$W $S;MERE_CUDA_PREFILL=wgmma MERE_CUDA_WGEMM=wst $S" timeout 240 bash tools/cuda/engine_run.sh ab27; pack
-left 100 && AB="MERE_CUDA_PDL=1;$W $S" timeout 150 bash tools/cuda/engine_run.sh ab35; pack
-left 40 && timeout 60 ncu --clock-control none --kernel-name-base mangled -k regex:wgemm_ws -s 20 -c 1 \
+V27="MERE_CUDA_PDL=1;$S"; [ -n "$W" ] && V27="$V27;$W $S;$W2 $S"
+left 160 && AB="$V27" timeout 240 bash tools/cuda/engine_run.sh ab27; pack
+[ -n "$W" ] && left 100 && AB="MERE_CUDA_PDL=1;$W $S" timeout 150 bash tools/cuda/engine_run.sh ab35; pack
+[ -n "$W" ] && left 40 && timeout -k 10 60 ncu --clock-control none --kernel-name-base mangled -k regex:wgemm_ws -s 20 -c 1 \
   --metrics regex:smsp__pcsamp_warps_issue_stalled_.*,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
   $B/mere_prefill_check --only wgemm --no-bench >$OUT/ncu-ws-stalls.txt 2>&1
 grep -E "tensor_op|duration" $OUT/ncu-ws-stalls.txt
