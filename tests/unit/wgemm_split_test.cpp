@@ -74,6 +74,32 @@ TEST(WgemmSplit, SmallAndRaggedShapes) {
       for (int P = 1; P <= tiles * ng && P <= 40; ++P) check_split(tiles, ng, P);
 }
 
+TEST(WgemmSplit, GridSize) {
+  // the launchers' grid: capped by the resident blocks and the iterations, at least kMinGroups
+  // groups a block unless tiles outnumber that, and a valid partition whatever it picks
+  EXPECT_EQ(wsplit::grid(272, 80, 132), 132);  // 27B gate/up at T = 512, 256-token tiles: all blocks
+  EXPECT_EQ(wsplit::grid(16, 80, 132), 40);    // k/v: 1,280 groups, 32 a block
+  EXPECT_EQ(wsplit::grid(2, 80, 132), 5);      // GDN b/a: 160 groups
+  EXPECT_EQ(wsplit::grid(200, 1, 132), 132);   // one group a tile: tiles win over the minimum
+  EXPECT_EQ(wsplit::grid(3, 2, 132), 3);       // fewer groups than kMinGroups: one block a tile
+  EXPECT_EQ(wsplit::grid(1, 1, 132), 1);
+  for (int64_t tiles : {1, 2, 5, 16, 40, 136, 544})
+    for (int ng : {1, 3, 32, 80, 272})
+      for (int resident : {1, 7, 132, 264}) {
+        const int P = wsplit::grid(tiles, ng, resident);
+        ASSERT_GE(P, 1);
+        ASSERT_LE(P, resident);
+        ASSERT_LE(P, tiles * ng);
+        if (P < std::min<int64_t>(resident, tiles * ng)) {  // shrunk by the minimum: still >= one block a tile
+          EXPECT_GE(P, std::min<int64_t>(tiles, resident));
+          if (P > tiles) {
+            EXPECT_GT(tiles * ng, (P - 1) * wsplit::kMinGroups) << "more blocks than the minimum allows";
+          }
+        }
+        if (tiles <= 40 && ng <= 80) check_split(tiles, ng, P);
+      }
+}
+
 TEST(WgemmSplit, HelpersEndWithoutHelpers) {
   // 4 tiles of 10 groups on 4 blocks: every block owns one whole tile
   for (int b = 0; b < 4; ++b) {

@@ -489,15 +489,19 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
   poison(dev, dy);
   moe_stream(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);
   const auto ys = from_device<float>(dev, dy, P * Ne);
-  std::vector<float> got, ref;
-  for (size_t i = 0; i < experts.size(); ++i) {
-    const int64_t e = experts[i];
-    if (off[e + 1] == off[e]) continue;
-    got.insert(got.end(), ys.begin() + off[e] * Ne, ys.begin() + off[e + 1] * Ne);
-    ref.insert(ref.end(), refs[i].begin(), refs[i].end());
-  }
-  record(std::string(tag) + " moe_stream vs ops::linear", compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol),
-         kGemmNmse);
+  // the rows of the checked experts in y against their ops::linear references
+  auto vs_linear = [&](const std::string& name, const std::vector<float>& y) {
+    std::vector<float> got, ref;
+    for (size_t i = 0; i < experts.size(); ++i) {
+      const int64_t e = experts[i];
+      if (off[e + 1] == off[e]) continue;
+      got.insert(got.end(), y.begin() + off[e] * Ne, y.begin() + off[e + 1] * Ne);
+      ref.insert(ref.end(), refs[i].begin(), refs[i].end());
+    }
+    record(std::string(tag) + " " + name + " vs ops::linear",
+           compare(got.data(), ref.data(), got.size(), kGemmAtolRms, kGemmRtol), kGemmNmse);
+  };
+  vs_linear("moe_stream", ys);
   // every row (all experts) against qgemm_grouped: fp32 reassociation only
   record(std::string(tag) + " moe_stream vs qgemm_grouped (all rows)",
          compare(ys.data(), y_grouped.data(), ys.size(), 1e-5, 1e-5), 1e-10);
@@ -545,15 +549,7 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
     const auto yw = from_device<float>(dev, dy, P * Ne);
     record(std::string(tag) + " wgemm_moe vs moe_stream (all rows, same bf16 operands)",
            compare(yw.data(), ys.data(), ys.size(), 1e-3, 1e-3), 1e-8);
-    std::vector<float> wgot, wref;
-    for (size_t i = 0; i < experts.size(); ++i) {
-      const int64_t e = experts[i];
-      if (off[e + 1] == off[e]) continue;
-      wgot.insert(wgot.end(), yw.begin() + off[e] * Ne, yw.begin() + off[e + 1] * Ne);
-      wref.insert(wref.end(), refs[i].begin(), refs[i].end());
-    }
-    record(std::string(tag) + " wgemm_moe vs ops::linear",
-           compare(wgot.data(), wref.data(), wgot.size(), kGemmAtolRms, kGemmRtol), kGemmNmse);
+    vs_linear("wgemm_moe", yw);
     poison(dev, dy);
     wgemm_moe_gate_up(dev, dq.view, du.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);
     const auto ywp = from_device<float>(dev, dy, P * Ne);
@@ -583,8 +579,7 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
     }
     pgot[i].assign(yp.begin() + off[e] * Ne, yp.begin() + off[e + 1] * Ne);
   });
-  got.clear();
-  ref.clear();
+  std::vector<float> got, ref;
   for (size_t i = 0; i < experts.size(); ++i) {
     got.insert(got.end(), pgot[i].begin(), pgot[i].end());
     ref.insert(ref.end(), pref[i].begin(), pref[i].end());

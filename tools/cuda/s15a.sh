@@ -11,11 +11,7 @@
 #  5. verify-bench at the 27B geometry (issue 7) with int and int-bulk
 #  6. acceptance benches (5 reps; 8k-context ratio) with the fastest variant whose checks passed
 #  7. greedy generations with MERE_CUDA_PDL=0 and 1 (engine_run.sh pdl), if time is left
-R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
-nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
-t0=$SECONDS; LIMIT=${LIMIT:-540}
-left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }
-pack() { tar czf $R/x.tgz -C $OUT .; }
+. tools/cuda/call_prelude.sh
 ($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
 timeout 150 $B/mere_cuda_check --no-bench >$OUT/cuda_check.log 2>&1; echo "cuda_check rc=$? $((SECONDS-t0))s"
 grep -E "FAIL|integer: all|checks" $OUT/cuda_check.log | tail -8; pack

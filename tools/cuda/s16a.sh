@@ -5,11 +5,7 @@
 # prefill_check --only wgemm, its checks and its benchmark against the cuBLASLt path) — then engine_check with all of them on,
 # decode / prefill A/Bs at both geometries, and engine_check with the defaults if time is left. Binaries: build/carry/bin.tar.xz (mere.run,
 # mere_engine_check, mere_cuda_check, mere_prefill_check). LIMIT seconds (540).
-R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
-nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
-t0=$SECONDS; LIMIT=${LIMIT:-540}
-left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }
-pack() { tar czf $R/x.tgz -C $OUT .; }
+. tools/cuda/call_prelude.sh
 ($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
 ($B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out /tmp/synth-ab35 --quiet) &
 timeout 200 $B/mere_prefill_check --only wgemm --json $OUT/wgemm.json >$OUT/wgemm.log 2>&1; echo "wgemm rc=$? $((SECONDS-t0))s"

@@ -5,11 +5,7 @@
 # the shapes that never ran in the engine (MERE_CUDA_QMATVEC=mma, MERE_CUDA_GM=db4 / ring4; one kernel
 # for every width), and ncu per-kernel times of one 35B-A3B decode step with warm caches.
 # Binaries: build/carry/bin.tar.xz. LIMIT seconds (540). ENV: extra settings for every stage.
-R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
-nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
-t0=$SECONDS; LIMIT=${LIMIT:-540}
-left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }
-pack() { tar czf $R/x.tgz -C $OUT .; }
+. tools/cuda/call_prelude.sh
 D27=/tmp/synth-27b
 $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
 echo "synth $((SECONDS-t0))s"

@@ -5,11 +5,7 @@
 # with it, prefill/decode A/Bs at both geometries. Prediction (written before the run, H100): 27B
 # gate/up T = 512 ~150 µs (cuBLASLt path 207, v6a 355), 27B prefill ~7,500 tok/s (6,380).
 # Binaries: build/carry/bin.tar.xz. LIMIT seconds (400).
-R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
-nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
-t0=$SECONDS; LIMIT=${LIMIT:-400}
-left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }
-pack() { tar czf $R/x.tgz -C $OUT .; }
+LIMIT_DEFAULT=400 . tools/cuda/call_prelude.sh
 ($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
 ($B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out /tmp/synth-ab35 --quiet) &
 timeout 200 $B/mere_prefill_check --only wgemm --json $OUT/wgemm.json >$OUT/wgemm.log 2>&1; echo "wgemm rc=$? $((SECONDS-t0))s"

@@ -2,8 +2,7 @@
 # Session 17, follow-up device call: ncu of one v6c (MERE_CUDA_WGEMM=wide) launch — the 27B gate/up at
 # T = 512, the first large launch of prefill_check's wgemm checks (20 small wide launches before it) —
 # speed of light, warp states, occupancy, memory. Binaries: build/carry/bin.tar.xz.
-R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
-pack() { tar czf $R/x.tgz -C $OUT .; }
+. tools/cuda/call_prelude.sh
 timeout 240 ncu --clock-control none --kernel-name-base mangled -k regex:ILi256E -s ${SKIP:-20} -c 1 \
   --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
   --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \

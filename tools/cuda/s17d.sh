@@ -2,8 +2,7 @@
 # Session 17: stall reasons of one v6c (MERE_CUDA_WGEMM=wide) launch, the 27B gate/up at T = 512 (the 21st
 # wide launch of prefill_check's wgemm checks): pc-sampled stall reasons over the launch and per
 # instruction (SASS with its samples). Binaries: build/carry/bin.tar.xz.
-R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
-pack() { tar czf $R/x.tgz -C $OUT .; }
+. tools/cuda/call_prelude.sh
 A="--clock-control none --kernel-name-base mangled -k regex:ILi256E -s ${SKIP:-20} -c 1"
 timeout 200 ncu $A --metrics regex:smsp__pcsamp_warps_issue_stalled_.* \
   $B/mere_prefill_check --only wgemm --no-bench >$OUT/ncu-wide-stalls.txt 2>&1; echo "ncu rc=$?"

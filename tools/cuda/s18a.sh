@@ -10,11 +10,7 @@
 #    its bitwise check (in prefill_check), engine_check with it, the 27B A/B (prediction +3%).
 #  * issue 7: ncu per-kernel times of verification passes of width 1 and 8 at the 27B geometry (ncuv27).
 # A hang in the new kernel is bounded by the timeouts. Binaries: build/carry/bin.tar.xz. LIMIT (520).
-R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
-nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
-t0=$SECONDS; LIMIT=${LIMIT:-520}
-left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }
-pack() { tar czf $R/x.tgz -C $OUT .; }
+LIMIT_DEFAULT=520 . tools/cuda/call_prelude.sh
 ($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
 ($B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out /tmp/synth-ab35 --quiet) &
 timeout -k 10 150 $B/mere_prefill_check --only wgemm --json $OUT/wgemm.json >$OUT/wgemm.log 2>&1; rc=$?; echo "wgemm rc=$rc $((SECONDS-t0))s"

@@ -239,13 +239,7 @@ __device__ __forceinline__ void tile_groups_ss(int K, const XRows& xr, const Hal
     const unsigned char* sw = sbase + ((kb - k0) % G::kStages) * G::kStageBytes + G::kXBytes;
     const uint4 w4 = *reinterpret_cast<const uint4*>(sw + rb * 32 + ((h ^ ((rb >> 2) & 1)) << 4));
     const uint32_t words[4] = {w4.x, w4.y, w4.z, w4.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      uint32_t o[4];
-      dq::q4_word(words[j], s_r, b_r, o);
-      const uint32_t ch = static_cast<uint32_t>(4 * h + j);
-      st_shared_v4(abuf + a_row + ((ch ^ a_sw) << 4), o[0], o[1], o[2], o[3]);
-    }
+    dequant_a_half(words, s_r, b_r, h, abuf + a_row, a_sw);
     fence_async_smem();  // the stores become visible to wgmma's reads
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wgi) : "memory");  // the whole warpgroup's rows are in
     const uint64_t da = sw128_desc(abuf), db = sw128_desc(io.stage_addr(kb));
@@ -319,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 2) wgemm_q4_kernel(const WgArgs p) {
   store_dense<128>(p, tok0, row0, d);
 }
 
-// Stream-K: gridDim.x blocks, all resident at once, split the tiles x groups iterations evenly
+// Stream-K (wgemm_fixup.cuh finishes each piece): gridDim.x blocks, all resident at once, split the tiles x groups iterations evenly
 // (wgemm_split.h: block c takes [c I / P, (c + 1) I / P) in (row tile, token tile, group) order). A
 // tile whose groups span several blocks is finished by the block holding its group 0 (the owner,
 // which reaches it last in its range): the helpers store their partial sums to ws[block] and raise
@@ -343,14 +337,8 @@ __global__ void __launch_bounds__(kThreads, NT == 256 ? 1 : 2)
     const int tok0 = static_cast<int>(pc.tile % ntok) * NT, row0 = static_cast<int>(pc.tile / ntok) * kRows;
     float d[NT / 2];
     dense_groups<NT>(p, tok0, row0, pc.k0, pc.k1, base, sbase, d);
-    auto sync = [] { __syncthreads(); };
-    if (pc.k0 > 0) {  // a helper piece (only ever the first of a block's range): publish it
-      wsplit::publish(ws, flags, c, kThreads, tid, d, sync);
-    } else {  // the owner: add the helpers' parts in group order, then store
-      const int hend = pc.k1 < ng ? wsplit::helpers_end(I, P, c, pc.tile, ng) : c + 1;
-      wsplit::gather(ws, flags, c + 1, hend, kThreads, tid, d, sync);
-      store_dense<NT>(p, tok0, row0, d);
-    }
+    wsplit::finish_piece(pc, I, P, c, ng, ws, flags, kThreads, tid, d, [] { __syncthreads(); },
+                         [&](const float(&v)[NT / 2]) { store_dense<NT>(p, tok0, row0, v); });
     it += pc.k1 - pc.k0;
   }
 }
@@ -474,15 +462,9 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
     return;
   }
   if (sk != nullptr) {
-    // every block resident (the owners wait for later blocks), never more blocks than iterations
     const int nt = sk->wide() ? 256 : 128, ntok = static_cast<int>((T + nt - 1) / nt);
-    // at least kMinGroups groups a block unless that leaves fewer blocks than tiles: a helper's
-    // partial sums cost a tile's worth of stores and loads, worth it only for a real share of its K
-    constexpr int64_t kMinGroups = 32;
-    const int64_t tiles = int64_t{ntok} * nrow, iters = tiles * (W.cols / 64);
-    const int64_t want = std::max(tiles, (iters + kMinGroups - 1) / kMinGroups);
-    const int P = static_cast<int>(
-        std::min<int64_t>(std::min<int64_t>(std::min(sk->blocks(), wgemm_resident_blocks(dev, sk->wide())), iters), want));
+    const int P = wsplit::grid(int64_t{ntok} * nrow, static_cast<int>(W.cols / 64),
+                               std::min(sk->blocks(), wgemm_resident_blocks(dev, sk->wide())));
     if (sk->wide())
       launch("wgemm_q4_streamk_kernel<256>", wgemm_q4_streamk_kernel<256>, dim3(static_cast<unsigned>(P)),
              dim3(kThreads), Geo<256>::kSmem, dev.stream(), args, ntok, sk->partials(), sk->flags());

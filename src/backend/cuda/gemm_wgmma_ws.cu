@@ -157,13 +157,7 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
                    : "r"(ring.stage(pos.st) + c_off[m]));
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        uint32_t o[4];
-        dq::q4_word(w[j], s_r[m], b_r[m], o);
-        const uint32_t ch = static_cast<uint32_t>(4 * h + j);
-        st_shared_v4(abuf + m * 8192 + a_row + ((ch ^ a_sw) << 4), o[0], o[1], o[2], o[3]);
-      }
+      dequant_a_half(w, s_r[m], b_r[m], h, abuf + m * 8192 + a_row, a_sw);
     }
     fence_async_smem();                                                // the stores, to wgmma's proxy
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wgi) : "memory");  // the warpgroup's rows are in
@@ -245,13 +239,8 @@ __global__ void __maxnreg__(224)
     const int tok0 = static_cast<int>(pc.tile % ntok) * G::kNT, row0 = static_cast<int>(pc.tile / ntok) * G::kRows;
     float d[128];
     consume<MT>(ring, p, row0, pc.k0, pc.k1, pos, d);
-    if (pc.k0 > 0) {  // a helper piece (only ever the first of a block's range): publish it
-      wsplit::publish(ws, flags, c, kConsumers, tid, d, consumers_sync);
-    } else {  // the owner: add the helpers' parts in group order, then store
-      const int hend = pc.k1 < ng ? wsplit::helpers_end(I, P, c, pc.tile, ng) : c + 1;
-      wsplit::gather(ws, flags, c + 1, hend, kConsumers, tid, d, consumers_sync);
-      store_tile<MT>(p, tok0, row0, d);
-    }
+    wsplit::finish_piece(pc, I, P, c, ng, ws, flags, kConsumers, tid, d, consumers_sync,
+                         [&](float(&v)[128]) { store_tile<MT>(p, tok0, row0, v); });
     it += pc.k1 - pc.k0;
   }
 }
@@ -284,11 +273,7 @@ void run(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, f
                                      CU_TENSOR_MAP_SWIZZLE_128B);
   const WsArgs args{W.scales, W.biases, static_cast<int>(N), static_cast<int>(K), static_cast<int>(T), y, ldy};
   const int ntok = static_cast<int>((T + G::kNT - 1) / G::kNT), nrow = static_cast<int>((N + G::kRows - 1) / G::kRows);
-  constexpr int64_t kMinGroups = 32;  // as wgemm's stream-K grids
-  const int64_t tiles = int64_t{ntok} * nrow, iters = tiles * (K / 64);
-  const int64_t want = std::max(tiles, (iters + kMinGroups - 1) / kMinGroups);
-  const int P = static_cast<int>(
-      std::min<int64_t>(std::min<int64_t>(std::min(blocks, resident_blocks<MT>(dev)), iters), want));
+  const int P = wsplit::grid(int64_t{ntok} * nrow, static_cast<int>(K / 64), std::min(blocks, resident_blocks<MT>(dev)));
   launch(MT == 1 ? "wgemm_ws_kernel<1>" : "wgemm_ws_kernel<2>", wgemm_ws_kernel<MT>, dim3(static_cast<unsigned>(P)),
          dim3(kThreads), G::kSmem, dev.stream(), tmx, tmc, args, ntok, partials, flags);
 }

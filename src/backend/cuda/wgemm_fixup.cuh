@@ -44,4 +44,20 @@ __device__ __forceinline__ void gather(const float* __restrict__ ws, unsigned* _
   }
 }
 
+// The end of piece `pc` of block c (of P, I iterations, ng groups a tile): a helper piece (only ever
+// the first of a block's range) publishes d; the owner adds its helpers' parts in group order and
+// calls store(d).
+template <int N, class Sync, class Store>
+__device__ __forceinline__ void finish_piece(const Piece& pc, int64_t I, int P, int c, int ng, float* __restrict__ ws,
+                                             unsigned* __restrict__ flags, int nthreads, int tid, float (&d)[N],
+                                             Sync&& sync, Store&& store) {
+  if (pc.k0 > 0) {
+    publish(ws, flags, c, nthreads, tid, d, sync);
+    return;
+  }
+  const int hend = pc.k1 < ng ? helpers_end(I, P, c, pc.tile, ng) : c + 1;
+  gather(ws, flags, c + 1, hend, nthreads, tid, d, sync);
+  store(d);
+}
+
 }  // namespace mere::cuda::wsplit

@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/gemm_dequant.cuh"
+
 namespace mere::cuda::wg {
 
 // Shared-memory matrix descriptor of a K-major bf16 tile with 128-byte rows and the 128-byte
@@ -69,6 +71,21 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[16], const uint32_t (&a)[4]
 // 16 bytes to shared memory (a 32-bit shared-window address)
 __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
+// One thread's share of an A tile in shared memory (the v6c/v6d GEMMs): the 4 code words of half h
+// of one row's 64-column group (words 4h .. 4h + 3), dequantised with the row's scale / bias bits
+// (dq::q4_word, the same bf16 values as every other path) into 16-byte chunks 4h .. 4h + 3 of that
+// row at `row_addr` (the row's 128 bytes), 128-byte swizzled by `sw` = row & 7.
+__device__ __forceinline__ void dequant_a_half(const uint32_t (&w)[4], uint32_t s_raw, uint32_t b_raw, int h,
+                                               uint32_t row_addr, uint32_t sw) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t o[4];
+    dq::q4_word(w[j], s_raw, b_raw, o);
+    const uint32_t ch = static_cast<uint32_t>(4 * h + j);
+    st_shared_v4(row_addr + ((ch ^ sw) << 4), o[0], o[1], o[2], o[3]);
+  }
 }
 
 // D[64 x 128] += A[64 x 16] · B[16 x 128], both in shared memory (K-major via descriptors), fp32.

@@ -178,8 +178,7 @@ void CudaEngine::alloc_prefill() {
   if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma) && max_weights > 0)
     p->blas = std::make_unique<BlasGemm>(dev_, max_weights, blas_overlap_sms(dev_.sm_count()));
   p->wgmma = mode == PrefillMode::Wgmma;
-  if (p->wgmma && wgemm_form() > 0) {
-    const int f = wgemm_form();
+  if (const int f = p->wgmma ? wgemm_form() : 0; f > 0) {
     p->streamk = std::make_unique<WgemmStreamK>(
         dev_, f == 1   ? WgemmForm::StreamK
               : f == 2 ? WgemmForm::Wide
