@@ -9,12 +9,13 @@
 // weight rows x 32 bytes) — complete on the stage's "full" mbarrier; the consumers hand the stage
 // back on its "empty" mbarrier once the wgmmas that read it are done. No block barrier in the loop.
 //
-// Block: 288 threads = consumer warpgroups 0 and 1 (64 weight rows each, 256 tokens: wgmma
-// m64n256k16 with both operands in shared memory, d = 128 fp32 a thread) + producer warp 8 (lane 0
-// issues). Per group a consumer thread dequantises one 16-byte chunk of codes (row i / 2, words
-// 4 (i % 2) .. + 3 of its warpgroup's 64 rows) into one of its warpgroup's two A buffers (the X
-// tiles' swizzle), fences, meets its warpgroup at a named barrier, issues the 4 wgmmas, and waits
-// until only these are in flight: the previous group's A buffer and stage are then free.
+// Block: 384 threads = consumer warpgroups 0 and 1 (64 weight rows each, 256 tokens: wgmma
+// m64n256k16 with both operands in shared memory, d = 128 fp32 a thread) + the producer warpgroup 2
+// (its thread 0 issues). Per group a consumer thread dequantises one 16-byte chunk of codes (row
+// i / 2, words 4 (i % 2) .. + 3 of its warpgroup's 64 rows) into one of its warpgroup's two A
+// buffers (the X tiles' swizzle), fences, meets its warpgroup at a named barrier, issues the 4
+// wgmmas, and waits until only these are in flight: the previous group's A buffer and stage are
+// then free.
 // Stream-K over (row tile, token tile, group) iterations as v6b/v6c (wgemm_split.h); the operands,
 // hence the products, are v6c's (dq::q4_word, the same bf16 weights), the summation order too.
 #include "backend/cuda/gemm_wgmma_ws.h"
@@ -38,7 +39,10 @@ namespace {
 using namespace wg;
 
 constexpr int kConsumers = 256;  // threads of the two consumer warpgroups
-constexpr int kThreads = kConsumers + 32;
+constexpr int kThreads = kConsumers + 128;  // + the producer warpgroup (setmaxnreg works on whole warpgroups)
+// Registers a thread: launched at 168 (65,536 / 384, rounded down to 8); the producer warpgroup
+// gives back to 40, the consumers take 232 — 128 x (2 x 232 + 40) = 64,512 of the SM's 65,536.
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr int kStages = 5;
 
 // Tile shapes: MT weight sub-tiles of 64 rows a consumer warpgroup, 256 / MT tokens — MT = 1: 128
@@ -203,12 +207,14 @@ __device__ __forceinline__ void store_tile(const WsArgs& p, int tok0, int row0, 
   }
 }
 
-// Consumer-only barrier (the producer warp never joins): named barrier 3 over the 256 consumer threads.
+// Consumer-only barrier (the producer warpgroup never joins): named barrier 3 over the 256 consumer threads.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256;\n" ::: "memory"); }
 
-// 224 registers: 288 threads fit one SM (ptxas would otherwise budget for 384 threads, 168 a thread)
+// One block an SM. A 288-thread block at 224 registers does not fit: the register file is four
+// 16,384-register quarters, one per scheduler, and 9 warps put 3 on one quarter (3 x 224 x 32 >
+// 16,384) — hence a producer warpgroup and setmaxnreg, the usual Hopper arrangement.
 template <int MT>
-__global__ void __maxnreg__(224)
+__global__ void __launch_bounds__(kThreads, 1)
     wgemm_ws_kernel(const __grid_constant__ CUtensorMap tmx, const __grid_constant__ CUtensorMap tmc, const WsArgs p,
                     int ntok, float* __restrict__ ws, unsigned* __restrict__ flags) {
   using G = WsGeo<MT>;
@@ -229,10 +235,12 @@ __global__ void __maxnreg__(224)
   }
   __syncthreads();
   pdl_begin();
-  if (tid >= kConsumers) {  // the producer warp: lane 0 issues every copy
+  if (tid >= kConsumers) {  // the producer warpgroup: thread 0 of it issues every copy
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == kConsumers) produce<MT>(ring, &tmx, &tmc, ng, ntok, begin, end);
     return;
   }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
   ConsumerPos pos;
   for (int64_t it = begin; it < end;) {
     const wsplit::Piece pc = wsplit::piece(it, end, ng);

@@ -248,13 +248,12 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
   gemm_shared({{&g.out, out}}, p.gout, T);
 }
 
-// out = down(silu(g) * u): with MERE_CUDA_PREFILL_SWIGLU=fused a quantised down projection reads the
-// product straight from the prepared X (qgemm_prepare_x_swiglu: the same bf16 values, without
-// writing g); g is overwritten otherwise.
+// out = down(silu(g) * u): a quantised down projection reads the product straight from the prepared X
+// (qgemm_prepare_x_swiglu: the same bf16 values, without writing g); g is overwritten otherwise.
 void CudaEngine::swiglu_gemm(const DMat& down, float* g, const float* u, int64_t T, float* out) {
-  // MERE_CUDA_PREFILL_SWIGLU: separate (the SwiGLU launch, then the prepare; the default until the
-  // fused form has run on a GPU: engine_check and an A/B, tools/cuda/s18a.sh) or fused
-  static const bool fused = env_choice("MERE_CUDA_PREFILL_SWIGLU", {"separate", "fused"}) == 1;
+  // MERE_CUDA_PREFILL_SWIGLU: fused (the default since session 18: engine_check 49/49, 27B prefill
+  // +3.3% in an alternating A/B, bench/cuda/s18/h100-a) or separate (the SwiGLU launch, then the prepare)
+  static const bool fused = env_choice("MERE_CUDA_PREFILL_SWIGLU", {"fused", "separate"}) == 0;
   if (fused && down.quantized() && down.count == 1 && down.cols % 64 == 0) {
     qgemm_prepare_x_swiglu(dev_, g, u, T, down.cols, pf_->xq);
     gemm_shared({{&down, out}}, nullptr, T, down.cols);
