@@ -48,12 +48,13 @@ struct CudaEngine::Prefill {
   float *f1, *f2, *rlog, *rw, *eg, *eu, *ey, *sh, *sg;
   int32_t *ridx, *offsets, *row_token, *pair_row, *ids, *pos;
   std::unique_ptr<BlasGemm> blas;  // MERE_CUDA_PREFILL=blas: dense projections through cuBLASLt
-  bool wgmma = false;               // MERE_CUDA_PREFILL=wgmma: 4-bit MLX projections through wgemm
+  bool wgmma = false;               // MERE_CUDA_PREFILL=wgmma / auto: 4-bit MLX projections through wgemm
+  bool wgmma_auto = false;          // ... only the large ones (auto: wgemm_takes)
   std::unique_ptr<WgemmStreamK> streamk;  // ... split stream-K (MERE_CUDA_WGEMM=streamk), else whole tiles
 };
 
 namespace {
-enum class PrefillMode { Gemm, Blas, Exact, Wgmma };
+enum class PrefillMode { Auto, Gemm, Blas, Exact, Wgmma };
 // MERE_CUDA_BLAS_OVERLAP=N: SMs the cuBLASLt GEMMs leave to the next matrix's dequantisation on a
 // side stream (gemm_blas.h "Overlap"); 0 (the default) dequantises each matrix just before its GEMM.
 int blas_overlap_sms(int sms) {
@@ -92,10 +93,17 @@ MoeStreamLoads moe_stream_loads() {
 // by a TMA producer warp) or wst (v6d with tiles of 256 weight rows x 128 tokens). 0 .. 4.
 int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wide", "ws", "wst"}); }
 
-// Which matrices the wgmma path takes under MERE_CUDA_PREFILL=wgmma: the ones it supports with at
-// least 2,048 rows; smaller ones (the GDN b/a [48, 5120], k/v [1024, 5120]) do not fill the GPU with
-// 128-row tiles (s17 H100: wide k/v 98.9 µs at T = 512) and take the cuBLASLt path.
-bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >= 2048 && wgemm_supported(dev, W); }
+// Which matrices the wgmma path takes. MERE_CUDA_PREFILL=wgmma: the ones it supports with at least
+// 2,048 rows; smaller ones (the GDN b/a [48, 5120], k/v [1024, 5120]) do not fill the GPU with
+// 128-row tiles (s17 H100: wide k/v 98.9 µs at T = 512) and take the cuBLASLt path. auto (the
+// default): only matrices of >= 2^25 weights, where the warp-specialised kernel beat the cuBLASLt
+// path's dequantisation + GEMM at T = 512 (s18 H100: [17408, 5120] 172.7 vs 206.1 µs, [5120, 17408]
+// 190.3 vs 206.0, [10240, 5120] 117.3 vs 125.4; it lost on [6144, 5120] 89.1 vs 76.8 and
+// [5120, 6144] 92.6 vs 78.2). Prompts run in chunks of <= kPrefillChunk = 512 rows.
+constexpr int64_t kAutoMinWeights = int64_t{1} << 25;
+bool wgemm_takes(const CudaDevice& dev, const QWeightView& W, bool automatic) {
+  return (automatic ? W.rows * W.cols >= kAutoMinWeights : W.rows >= 2048) && wgemm_supported(dev, W);
+}
 
 // MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
 // gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
@@ -104,11 +112,17 @@ bool gdn_chunked_mode() {
 }
 
 PrefillMode prefill_mode() {
-  // default cuBLASLt (docs/cuda-kernels.md "prefill v4": engine_check 43/43 on it, +49% at 27B);
-  // wgmma: the 4-bit MLX projections through gemm_wgmma.h (prefill v6: correct, 1.7-1.9x slower on
-  // an H100, so opt-in), the rest through cuBLASLt
-  const int v = env_choice("MERE_CUDA_PREFILL", {"blas", "gemm", "exact", "wgmma"});
-  return v == 1 ? PrefillMode::Gemm : v == 2 ? PrefillMode::Exact : v == 3 ? PrefillMode::Wgmma : PrefillMode::Blas;
+  // auto (the default since session 18): the largest 4-bit MLX projections through the
+  // warp-specialised wgmma GEMM on sm_90 (v6d/v6e, docs/cuda-kernels.md), the rest through cuBLASLt;
+  // blas: every projection through cuBLASLt (docs/cuda-kernels.md "prefill v4"); gemm: qgemm; exact:
+  // the sliced exact path; wgmma: every 4-bit MLX projection of >= 2,048 rows through the form
+  // MERE_CUDA_WGEMM names (the experiments of "Prefill v6" .. "v6e")
+  const int v = env_choice("MERE_CUDA_PREFILL", {"auto", "blas", "gemm", "exact", "wgmma"});
+  return v == 1   ? PrefillMode::Blas
+         : v == 2 ? PrefillMode::Gemm
+         : v == 3 ? PrefillMode::Exact
+         : v == 4 ? PrefillMode::Wgmma
+                  : PrefillMode::Auto;
 }
 }  // namespace
 
@@ -127,10 +141,13 @@ void CudaEngine::alloc_prefill() {
   // qgemm split-K workspace and the prepared-X buffer: the largest any projection needs at R rows
   int64_t ws = 0, xq = std::max({R * H, R * vd, R * nh * hd, R * I, R * K * H, R * K * Ie});
   const PrefillMode mode = prefill_mode();
+  // auto takes the wgmma path on sm_90 only (elsewhere it is the blas mode)
+  const bool wg = mode == PrefillMode::Wgmma || (mode == PrefillMode::Auto && dev_.props().major == 9);
+  const bool wg_auto = mode == PrefillMode::Auto;
   int64_t max_weights = 0;  // the largest dense quantised projection the cuBLASLt path runs (its bf16 scratch)
   auto consider = [&](const DMat& W) {
     if (!W.quantized() || W.count != 1) return;
-    if (mode != PrefillMode::Wgmma || !wgemm_takes(dev_, W.qview())) max_weights = std::max(max_weights, W.rows * W.cols);
+    if (!wg || !wgemm_takes(dev_, W.qview(), wg_auto)) max_weights = std::max(max_weights, W.rows * W.cols);
     for (int64_t t = kGemmRows; t <= R; t *= 2) ws = std::max(ws, qgemm_workspace_floats(dev_, W.qview(), t));
   };
   auto layer = [&](const DLayer& L) {
@@ -175,10 +192,12 @@ void CudaEngine::alloc_prefill() {
   p->generic_attn = generic_attn;
   p->ws_floats = ws;
   p->xq_elems = xq;
-  if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma) && max_weights > 0)
+  if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma || mode == PrefillMode::Auto) && max_weights > 0)
     p->blas = std::make_unique<BlasGemm>(dev_, max_weights, blas_overlap_sms(dev_.sm_count()));
-  p->wgmma = mode == PrefillMode::Wgmma;
-  if (const int f = p->wgmma ? wgemm_form() : 0; f > 0) {
+  p->wgmma = wg;
+  p->wgmma_auto = wg_auto;
+  // the form: MERE_CUDA_WGEMM, else tiles under =wgmma and ws under auto
+  if (const int f = !wg ? 0 : wg_auto && wgemm_form() < 0 ? 3 : wgemm_form(); f > 0) {
     p->streamk = std::make_unique<WgemmStreamK>(
         dev_, f == 1   ? WgemmForm::StreamK
               : f == 2 ? WgemmForm::Wide
@@ -205,7 +224,7 @@ void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*
       prepared = W->cols;
     }
     const QWeightView v = W->qview();
-    if (p.wgmma && wgemm_takes(dev_, v)) {
+    if (p.wgmma && wgemm_takes(dev_, v, p.wgmma_auto)) {
       wgemm(dev_, v, p.xq, T, y, W->rows, p.streamk.get());
       continue;
     }
