@@ -41,13 +41,9 @@ using namespace wg;
 constexpr int kConsumers = 256;  // threads of the two consumer warpgroups
 constexpr int kThreads = kConsumers + 128;  // + the producer warpgroup (setmaxnreg works on whole warpgroups)
 // Registers a thread: launched at 168 (65,536 / 384, rounded down to 8); the producer warpgroup
-// gives back to 56, the consumers take 224 — 128 x (2 x 224 + 56) = 64,512 of the SM's 65,536.
-constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+// gives back to 40, the consumers take 232 — 128 x (2 x 232 + 40) = 64,512 of the SM's 65,536.
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr int kStages = 5;
-// Producer warps 1..3 stage the scales and biases, group q by warp 1 + q % 3: one warp's loads have
-// three groups' time (~3 us) to arrive. Warp 0's thread 0 issues the TMA loads.
-constexpr int kScaleWarps = 3;
-constexpr uint32_t kFullArrivals = 1 + 32;  // the TMA thread (+ its bytes) and the 32 lanes of a scale warp
 
 // Tile shapes: MT weight sub-tiles of 64 rows a consumer warpgroup, 256 / MT tokens — MT = 1: 128
 // rows x 256 tokens (wgmma m64n256, v6d); MT = 2: 256 rows x 128 tokens (two m64n128 a group, "tall":
@@ -60,8 +56,7 @@ struct WsGeo {
   static constexpr int kCBytes = kRows * 32;         // one group's codes, [row][8 words]
   static constexpr int kStageBytes = kXBytes + kCBytes;
   static constexpr int kABuf = MT * 8192;            // one warpgroup's A buffer: MT x 64 rows x 64 bf16
-  static constexpr int kSBytes = kRows * 4;          // one group's (scale, bias) bf16 pairs, [row] u32
-  static constexpr int kBarOffset = kStages * kStageBytes + 2 * 2 * kABuf + kStages * kSBytes;
+  static constexpr int kBarOffset = kStages * kStageBytes + 2 * 2 * kABuf;
   static constexpr size_t kSmem = size_t{kBarOffset} + 2 * kStages * 8 + 1024;  // + aligning the first stage
   static_assert(kStageBytes % 1024 == 0 && kABuf % 1024 == 0, "stages and A buffers on 1024-byte atoms");
 };
@@ -74,8 +69,7 @@ struct WsArgs {
   int64_t ldy;
 };
 
-// 32-bit shared addresses of the ring: stage s (X tile, then codes), A buffer (w, b), stage s's
-// scale pairs, mbarriers
+// 32-bit shared addresses of the ring: stage s (X tile, then codes), A buffer (w, b), mbarriers
 template <int MT>
 struct Ring {
   using G = WsGeo<MT>;
@@ -83,9 +77,6 @@ struct Ring {
   __device__ __forceinline__ uint32_t stage(int s) const { return base + static_cast<uint32_t>(s * G::kStageBytes); }
   __device__ __forceinline__ uint32_t abuf(int w, int b) const {
     return base + static_cast<uint32_t>(kStages * G::kStageBytes + (w * 2 + b) * G::kABuf);
-  }
-  __device__ __forceinline__ uint32_t scales(int s) const {
-    return base + static_cast<uint32_t>(kStages * G::kStageBytes + 4 * G::kABuf + s * G::kSBytes);
   }
   __device__ __forceinline__ uint32_t full(int s) const { return base + static_cast<uint32_t>(G::kBarOffset + 8 * s); }
   __device__ __forceinline__ uint32_t empty(int s) const {
@@ -114,41 +105,6 @@ __device__ void produce(const Ring<MT>& ring, const CUtensorMap* tmx, const CUte
   }
 }
 
-// Scale warp j (0..kScaleWarps-1): the (scale, bias) pairs of every kScaleWarps-th group, as u32
-// (scale | bias << 16) a row, rows past N repeating row N - 1 (their products are never stored).
-// The loads are issued before the wait for the stage, so they overlap it.
-template <int MT>
-__device__ void produce_scales(const Ring<MT>& ring, const WsArgs& p, int j, int ng, int ntok, int64_t begin,
-                               int64_t end) {
-  using G = WsGeo<MT>;
-  constexpr int kPer = G::kRows / 32;
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  int st = 0, q = 0;
-  uint32_t phase = 1;
-  for (int64_t it = begin; it < end;) {
-    const wsplit::Piece pc = wsplit::piece(it, end, ng);
-    const int row0 = static_cast<int>(pc.tile / ntok) * G::kRows;
-    for (int kb = pc.k0; kb < pc.k1; ++kb) {
-      if (q == j) {
-        uint32_t v[kPer];
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-          const uint32_t at = static_cast<uint32_t>(min(row0 + lane + 32 * i, p.N - 1) * ng + kb);  // N K/64 < 2^31
-          v[i] = static_cast<uint32_t>(p.scales[at]) | (static_cast<uint32_t>(p.biases[at]) << 16);
-        }
-        tma::mbar_wait(ring.empty(st), phase);
-#pragma unroll
-        for (int i = 0; i < kPer; ++i)
-          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ring.scales(st) + 4u * (lane + 32 * i)), "r"(v[i]) : "memory");
-        tma::mbar_arrive(ring.full(st));  // release: the stores above before the phase completes
-      }
-      if (++q == kScaleWarps) q = 0;
-      if (++st == kStages) st = 0, phase ^= 1;
-    }
-    it += pc.k1 - pc.k0;
-  }
-}
-
 // Consumer state carried across pieces: the ring position and the A buffer parity.
 struct ConsumerPos {
   int st = 0;
@@ -171,19 +127,32 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
   using G = WsGeo<MT>;
   const int tid = static_cast<int>(threadIdx.x), wgi = tid >> 7, r = (tid & 127) >> 1, h = tid & 1;
   const int lane = tid & 31;
-  uint32_t c_off[MT], s_off[MT];  // this thread's row of each sub-tile: its codes, its scale pair
+  const int ng = p.K >> 6;
+  int64_t si[MT];  // scale index of group 0 of this thread's row in each sub-tile
+  uint32_t c_off[MT];
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
     const int rb = wgi * 64 * MT + m * 64 + r;  // row within the tile
+    si[m] = static_cast<int64_t>(min(row0 + rb, p.N - 1)) * ng;
     c_off[m] = static_cast<uint32_t>(G::kXBytes + rb * 32 + h * 16);
-    s_off[m] = static_cast<uint32_t>(rb * 4);
   }
   const uint32_t a_row = static_cast<uint32_t>(r * 128), a_sw = static_cast<uint32_t>(r & 7);
 #pragma unroll
   for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+  // scale and bias of group kb (s_r, b_r) and kb + 1 (s_n, b_n) in registers, kb + 2 requested
+  uint32_t s_r[MT], b_r[MT], s_n[MT], b_n[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    s_r[m] = p.scales[si[m] + k0], b_r[m] = p.biases[si[m] + k0];
+    s_n[m] = p.scales[si[m] + min(k0 + 1, k1 - 1)], b_n[m] = p.biases[si[m] + min(k0 + 1, k1 - 1)];
+  }
   int prev = -1;  // the stage of the previous group (handed back once its wgmmas are done)
 #pragma unroll 1
   for (int kb = k0; kb < k1; ++kb) {
+    const int k2 = min(kb + 2, k1 - 1);
+    uint32_t s2[MT], b2[MT];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) s2[m] = p.scales[si[m] + k2], b2[m] = p.biases[si[m] + k2];
     tma::mbar_wait(ring.full(pos.st), pos.phase);
     const uint32_t abuf = ring.abuf(wgi, pos.g & 1);  // read by the wgmmas of group g - 2: done
 #pragma unroll
@@ -192,9 +161,7 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
                    : "r"(ring.stage(pos.st) + c_off[m]));
-      uint32_t sb;
-      asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(sb) : "r"(ring.scales(pos.st) + s_off[m]));
-      dequant_a_half(w, sb & 0xffffu, sb >> 16, h, abuf + m * 8192 + a_row, a_sw);
+      dequant_a_half(w, s_r[m], b_r[m], h, abuf + m * 8192 + a_row, a_sw);
     }
     fence_async_smem();                                                // the stores, to wgmma's proxy
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wgi) : "memory");  // the warpgroup's rows are in
@@ -212,6 +179,8 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
     prev = pos.st;
     if (++pos.st == kStages) pos.st = 0, pos.phase ^= 1;
     ++pos.g;
+#pragma unroll
+    for (int m = 0; m < MT; ++m) s_r[m] = s_n[m], b_r[m] = b_n[m], s_n[m] = s2[m], b_n[m] = b2[m];
   }
   wg_wait0();
   pin(d);
@@ -257,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t begin = wsplit::first(I, P, c), end = wsplit::first(I, P, c + 1);
   if (tid == kConsumers) {
     for (int s = 0; s < kStages; ++s) {
-      tma::mbar_init(ring.full(s), kFullArrivals);  // the TMA thread (+ its two loads' bytes), a scale warp
+      tma::mbar_init(ring.full(s), 1);   // the producer's arrival (+ the bytes of its two loads)
       tma::mbar_init(ring.empty(s), 8);  // one arrival per consumer warp
     }
     tma::mbar_init_fence();
@@ -268,9 +237,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   pdl_begin();
   if (tid >= kConsumers) {  // the producer warpgroup: thread 0 of it issues every copy
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-    const int pw = (tid - kConsumers) >> 5;
     if (tid == kConsumers) produce<MT>(ring, &tmx, &tmc, ng, ntok, begin, end);
-    else if (pw >= 1) produce_scales<MT>(ring, p, pw - 1, ng, ntok, begin, end);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
