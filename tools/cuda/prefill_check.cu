@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -30,6 +31,7 @@
 #include "backend/cuda/gemm_moe.h"
 #include "backend/cuda/gemm_blas.h"
 #include "backend/cuda/gemm_wgmma.h"
+#include "backend/cuda/gemm_wgmma_ws.h"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/qmatvec.h"
 #include "core/dtype.h"
@@ -444,6 +446,30 @@ void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, WgemmStreamK* sk, int64_
   }
 }
 
+// v6f (wsd) computes v6d's (ws) products in v6d's order: bitwise equal outputs, also where it falls
+// back to v6d (an odd number of groups a row).
+void check_wsd_bitwise(CudaDevice& dev, WgemmStreamK& ws, WgemmStreamK& wsd, int64_t rows, int64_t cols, int64_t T,
+                       uint64_t seed) {
+  const HostQ hq = random_q(rows, cols, 4, seed);
+  DevQ dq = upload_q(dev, hq);
+  const std::vector<float> x = random_vec(static_cast<size_t>(T * cols), seed + 1, -2.0f, 2.0f);
+  DeviceBuffer dx = to_device(dev, x, "x");
+  DeviceBuffer dxq = dev.alloc(static_cast<size_t>(T * cols) * 2, "xq");
+  DeviceBuffer da = dev.alloc(static_cast<size_t>(T * rows) * 4, "y ws"), db = dev.alloc(da.bytes(), "y wsd");
+  qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, dxq.as<uint16_t>());
+  poison(dev, da);
+  poison(dev, db);
+  wgemm(dev, dq.view, dxq.as<uint16_t>(), T, da.as<float>(), rows, &ws);
+  wgemm(dev, dq.view, dxq.as<uint16_t>(), T, db.as<float>(), rows, &wsd);
+  const auto a = from_device<float>(dev, da, static_cast<size_t>(T * rows));
+  const auto b = from_device<float>(dev, db, static_cast<size_t>(T * rows));
+  char name[96];
+  std::snprintf(name, sizeof(name), "wgemm wsd q4[%lldx%lld] T=%lld bitwise ws%s", static_cast<long long>(rows),
+                static_cast<long long>(cols), static_cast<long long>(T),
+                wgemm_ws_dequant_fits(dq.view, T) ? "" : " (its fallback)");
+  record_bitwise(name, b.data(), a.data(), a.size());
+}
+
 void check_wgemm(CudaDevice& dev, bool quick) {
   if (dev.props().major != 9) {
     std::printf("skip wgemm: sm_%d%d is not Hopper\n", dev.props().major, dev.props().minor);
@@ -451,10 +477,11 @@ void check_wgemm(CudaDevice& dev, bool quick) {
   }
   BlasGemm blas(dev, int64_t{17408} * 5120);
   WgemmStreamK streamk(dev), wide(dev, WgemmForm::Wide), ws(dev, WgemmForm::WarpSpecialized),
-      wst(dev, WgemmForm::WarpSpecializedTall);
-  for (WgemmStreamK* sk : {static_cast<WgemmStreamK*>(nullptr), &streamk, &wide, &ws, &wst}) {
+      wst(dev, WgemmForm::WarpSpecializedTall), wsd(dev, WgemmForm::WarpSpecializedDequant);
+  for (WgemmStreamK* sk : {static_cast<WgemmStreamK*>(nullptr), &streamk, &wide, &ws, &wst, &wsd}) {
     uint64_t seed = 7500;
     check_wgemm_shape(dev, blas, sk, 257, 1088, {513, 10, 17, 64, 129}, ++seed);  // row and token tails
+    check_wgemm_shape(dev, blas, sk, 257, 1152, {513, 10, 129}, ++seed);          // the same, 18 groups (wsd's own)
     check_wgemm_shape(dev, blas, sk, 1, 64, {65, 10}, ++seed);                     // one row, one group
     check_wgemm_shape(dev, blas, sk, 7, 192, {17}, ++seed);
     check_wgemm_shape(dev, blas, sk, 48, 5120, {300, 12}, ++seed);  // the 27B GDN b/a rows
@@ -464,6 +491,10 @@ void check_wgemm(CudaDevice& dev, bool quick) {
     check_wgemm_shape(dev, blas, sk, 1024, 5120, {2048}, ++seed, false);      // k/v, several token tiles
     check_wgemm_shape(dev, blas, sk, 5120, 6144, {300}, ++seed, false);       // out_proj, one partial token tile
   }
+  uint64_t seed = 7600;
+  for (const auto& [r, c, t] : std::vector<std::array<int64_t, 3>>{
+           {257, 1152, 513}, {1, 128, 10}, {33, 64 * 36, 300}, {257, 1088, 129}, {17408, 5120, 512}, {5120, 17408, 37}})
+    if (!quick || r * c < 10'000'000) check_wsd_bitwise(dev, ws, wsd, r, c, t, ++seed);
   {  // refusals: 8-bit and tiled weights are an error naming them, not a wrong result
     const HostQ h8 = random_q(64, 128, 8, 9);
     DevQ d8 = upload_q(dev, h8);
@@ -1412,30 +1443,22 @@ int main(int argc, char** argv) {
           bench_copy(dev);
           BlasGemm blas(dev, int64_t{17408} * 5120);
           const int64_t shapes[5][2] = {{17408, 5120}, {5120, 17408}, {10240, 5120}, {6144, 5120}, {5120, 6144}};
-          WgemmStreamK sk(dev), wide(dev, WgemmForm::Wide), ws(dev, WgemmForm::WarpSpecialized),
-              wst(dev, WgemmForm::WarpSpecializedTall);
+          // the earlier forms (tiles, stream-K, wide, wst) have their numbers in docs/cuda-kernels.md
+          WgemmStreamK ws(dev, WgemmForm::WarpSpecialized), wsd(dev, WgemmForm::WarpSpecializedDequant);
           for (const auto& sh : shapes) {
             bench_blas(dev, blas, "27B", sh[0], sh[1], 4, 512);
-            bench_wgemm(dev, "27B", sh[0], sh[1], 512);
-            bench_wgemm(dev, "27B", sh[0], sh[1], 512, &sk);
-            bench_wgemm(dev, "27B", sh[0], sh[1], 512, &wide);
             bench_wgemm(dev, "27B", sh[0], sh[1], 512, &ws);
-            bench_wgemm(dev, "27B", sh[0], sh[1], 512, &wst);
+            bench_wgemm(dev, "27B", sh[0], sh[1], 512, &wsd);
           }
-          bench_wgemm(dev, "27B k/v", 1024, 5120, 512);
-          bench_wgemm(dev, "27B k/v", 1024, 5120, 512, &sk);
-          bench_wgemm(dev, "27B k/v", 1024, 5120, 512, &wide);
-          bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048);
-          bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &sk);
-          bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &wide);
-          bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &ws);
-          bench_wgemm(dev, "27B gate/up T=2048", 17408, 5120, 2048, &wst);
-          bench_blas(dev, blas, "27B gate/up T=2048", 17408, 5120, 4, 2048);
-          bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512, &wide);
-          bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64);
-          bench_wgemm(dev, "27B gate/up T=64", 17408, 5120, 64, &sk);
-          bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512);
-          bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512, &sk);
+          for (const int64_t T : {64, 2048}) {
+            const std::string what = "27B gate/up T=" + std::to_string(T);
+            bench_blas(dev, blas, what.c_str(), 17408, 5120, 4, T);
+            bench_wgemm(dev, what.c_str(), 17408, 5120, T, &ws);
+            bench_wgemm(dev, what.c_str(), 17408, 5120, T, &wsd);
+          }
+          bench_blas(dev, blas, "35B in_proj_qkv", 8192, 2048, 4, 512);
+          bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512, &ws);
+          bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512, &wsd);
           bench_moe(dev, 256, 512, 2048, 512, 8);  // moe_stream vs wgemm_moe at the 35B-A3B shapes
         });
       return finish_report(json, t0);

@@ -429,14 +429,20 @@ int wgemm_resident_blocks(const CudaDevice& dev, bool wide) {
 }  // namespace
 
 const char* wgemm_form_name(WgemmForm f) {
-  return f == WgemmForm::StreamK ? "stream-K" : f == WgemmForm::Wide ? "wide" : f == WgemmForm::WarpSpecialized ? "ws" : "wst";
+  return f == WgemmForm::StreamK                ? "stream-K"
+         : f == WgemmForm::Wide                 ? "wide"
+         : f == WgemmForm::WarpSpecialized      ? "ws"
+         : f == WgemmForm::WarpSpecializedTall  ? "wst"
+                                                : "wsd";
 }
 
 WgemmStreamK::WgemmStreamK(CudaDevice& dev, WgemmForm form)
-    : blocks_(form == WgemmForm::WarpSpecialized || form == WgemmForm::WarpSpecializedTall
-                  ? wgemm_ws_resident_blocks(dev, form == WgemmForm::WarpSpecializedTall)
-                  : wgemm_resident_blocks(dev, form == WgemmForm::Wide)),
-      form_(form) {
+    : form_(form) {
+  blocks_ = !ws() ? wgemm_resident_blocks(dev, form == WgemmForm::Wide)
+            // wsd falls back to ws for the matrices it cannot take: a grid both fit
+            : form == WgemmForm::WarpSpecializedDequant
+                ? std::min(wgemm_ws_resident_blocks(dev, WsShape::Dequant), wgemm_ws_resident_blocks(dev, WsShape::Wide))
+                : wgemm_ws_resident_blocks(dev, form == WgemmForm::WarpSpecializedTall ? WsShape::Tall : WsShape::Wide);
   // 256 threads a block hold the partial sums in each form (the ws kernel's consumers)
   ws_ = dev.alloc(static_cast<size_t>(blocks_) * kThreads * (wide() ? 128 : 64) * 4, "wgemm stream-K partial sums");
   flags_ = dev.alloc(static_cast<size_t>(blocks_) * 4, "wgemm stream-K flags");
@@ -457,7 +463,10 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
                     static_cast<int>(T), y, ldy};
   const int nrow = static_cast<int>((W.rows + kRows - 1) / kRows);
   if (sk != nullptr && sk->ws()) {  // codes alignment and 64 | cols: wgemm_supported
-    wgemm_ws(dev, W, xq, T, y, ldy, sk->form() == WgemmForm::WarpSpecializedTall, sk->blocks(), sk->partials(),
+    const WsShape shape = sk->form() == WgemmForm::WarpSpecializedTall      ? WsShape::Tall
+                          : sk->form() == WgemmForm::WarpSpecializedDequant ? WsShape::Dequant
+                                                                             : WsShape::Wide;
+    wgemm_ws(dev, W, xq, T, y, ldy, shape, sk->blocks(), sk->partials(),
              sk->flags());
     return;
   }

@@ -35,9 +35,10 @@ bool wgemm_supported(const CudaDevice& dev, const QWeightView& W);
 // block an SM, the weights dequantised into shared memory while the previous group's wgmmas run;
 // docs/cuda-kernels.md "v6c"), WarpSpecialized (MERE_CUDA_WGEMM=ws, v6d: v6c's tiles fed by a TMA
 // producer warp through mbarriers, no block barrier a group; gemm_wgmma_ws.h), WarpSpecializedTall
-// (MERE_CUDA_WGEMM=wst: the same with tiles of 256 weight rows x 128 tokens).
-enum class WgemmForm { StreamK, Wide, WarpSpecialized, WarpSpecializedTall };
-const char* wgemm_form_name(WgemmForm f);  // "stream-K", "wide", "ws", "wst"
+// (MERE_CUDA_WGEMM=wst: the same with tiles of 256 weight rows x 128 tokens), WarpSpecializedDequant
+// (MERE_CUDA_WGEMM=wsd, v6f: ws's tiles with the producer warpgroup dequantising; bitwise ws).
+enum class WgemmForm { StreamK, Wide, WarpSpecialized, WarpSpecializedTall, WarpSpecializedDequant };
+const char* wgemm_form_name(WgemmForm f);  // "stream-K", "wide", "ws", "wst", "wsd"
 
 class WgemmStreamK {
  public:
@@ -45,7 +46,10 @@ class WgemmStreamK {
   int blocks() const { return blocks_; }
   WgemmForm form() const { return form_; }
   bool wide() const { return form_ != WgemmForm::StreamK; }  // 128 partial sums a thread
-  bool ws() const { return form_ == WgemmForm::WarpSpecialized || form_ == WgemmForm::WarpSpecializedTall; }
+  bool ws() const {
+    return form_ == WgemmForm::WarpSpecialized || form_ == WgemmForm::WarpSpecializedTall ||
+           form_ == WgemmForm::WarpSpecializedDequant;
+  }
   float* partials() const { return ws_.as<float>(); }
   unsigned* flags() const { return flags_.as<unsigned>(); }
   size_t device_bytes() const { return ws_.bytes() + flags_.bytes(); }

@@ -43,21 +43,31 @@ constexpr int kThreads = kConsumers + 128;  // + the producer warpgroup (setmaxn
 // Registers a thread: launched at 168 (65,536 / 384, rounded down to 8); the producer warpgroup
 // gives back to 40, the consumers take 232 — 128 x (2 x 232 + 40) = 64,512 of the SM's 65,536.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-constexpr int kStages = 5;
+// v6f (DQ): the producer warpgroup dequantises, the consumers only issue wgmmas — 88 / 208 (ptxas:
+// no spills; 56 / 224 and 72 / 216 spilled)
+constexpr int kDqProducerRegs = 88, kDqConsumerRegs = 208;
+constexpr int kScaleAhead = 3, kScaleSlots = 4;  // v6f: scale words copied 3 groups ahead, 4 slots a thread
 
 // Tile shapes: MT weight sub-tiles of 64 rows a consumer warpgroup, 256 / MT tokens — MT = 1: 128
 // rows x 256 tokens (wgmma m64n256, v6d); MT = 2: 256 rows x 128 tokens (two m64n128 a group, "tall":
-// half the X bytes a block reads per weight row, 4x fewer per weight than MT = 1).
-template <int MT>
+// half the X bytes a block reads per weight row, 4x fewer per weight than MT = 1). DQ (v6f, MT = 1):
+// the dequantised A tile (both warpgroups' 64 rows) is part of the stage, written by the producer
+// warpgroup; 4 stages instead of 5 and no consumer A buffers.
+template <int MT, bool DQ = false>
 struct WsGeo {
+  static_assert(!DQ || MT == 1, "v6f has 128-row tiles");
+  static constexpr int kStages = DQ ? 4 : 5;
   static constexpr int kNT = 256 / MT;               // tokens of a tile (the wgmma N)
   static constexpr int kRows = 128 * MT;             // weight rows of a tile
   static constexpr int kXBytes = kNT * 128;          // one group's X tile, 128-byte swizzled
   static constexpr int kCBytes = kRows * 32;         // one group's codes, [row][8 words]
-  static constexpr int kStageBytes = kXBytes + kCBytes;
-  static constexpr int kABuf = MT * 8192;            // one warpgroup's A buffer: MT x 64 rows x 64 bf16
-  static constexpr int kBarOffset = kStages * kStageBytes + 2 * 2 * kABuf;
-  static constexpr size_t kSmem = size_t{kBarOffset} + 2 * kStages * 8 + 1024;  // + aligning the first stage
+  static constexpr int kABuf = MT * 8192;            // one warpgroup's A tile: MT x 64 rows x 64 bf16
+  static constexpr int kStageBytes = kXBytes + kCBytes + (DQ ? 2 * kABuf : 0);
+  // v6d: two A buffers a consumer warpgroup; v6f: the producer threads' scale-word slots
+  static constexpr int kExtra = DQ ? kScaleSlots * 128 * 8 : 2 * 2 * kABuf;
+  static constexpr int kBarOffset = kStages * kStageBytes + kExtra;
+  static constexpr int kBarriers = DQ ? 3 : 2;       // full, empty (+ ready: the A tile is written)
+  static constexpr size_t kSmem = size_t{kBarOffset} + kBarriers * kStages * 8 + 1024;  // + aligning stage 0
   static_assert(kStageBytes % 1024 == 0 && kABuf % 1024 == 0, "stages and A buffers on 1024-byte atoms");
 };
 
@@ -69,18 +79,28 @@ struct WsArgs {
   int64_t ldy;
 };
 
-// 32-bit shared addresses of the ring: stage s (X tile, then codes), A buffer (w, b), mbarriers
-template <int MT>
+// 32-bit shared addresses of the ring: stage s (X tile, codes, v6f: the A tile of warpgroup w), v6d's
+// A buffer (w, b), v6f's scale slot (slot, thread), mbarriers
+template <int MT, bool DQ = false>
 struct Ring {
-  using G = WsGeo<MT>;
+  using G = WsGeo<MT, DQ>;
   uint32_t base;
   __device__ __forceinline__ uint32_t stage(int s) const { return base + static_cast<uint32_t>(s * G::kStageBytes); }
+  __device__ __forceinline__ uint32_t atile(int s, int w) const {
+    return stage(s) + static_cast<uint32_t>(G::kXBytes + G::kCBytes + w * G::kABuf);
+  }
   __device__ __forceinline__ uint32_t abuf(int w, int b) const {
-    return base + static_cast<uint32_t>(kStages * G::kStageBytes + (w * 2 + b) * G::kABuf);
+    return base + static_cast<uint32_t>(G::kStages * G::kStageBytes + (w * 2 + b) * G::kABuf);
+  }
+  __device__ __forceinline__ uint32_t slot(int k, int i) const {
+    return base + static_cast<uint32_t>(G::kStages * G::kStageBytes + (k * 128 + i) * 8);
   }
   __device__ __forceinline__ uint32_t full(int s) const { return base + static_cast<uint32_t>(G::kBarOffset + 8 * s); }
   __device__ __forceinline__ uint32_t empty(int s) const {
-    return base + static_cast<uint32_t>(G::kBarOffset + 8 * (kStages + s));
+    return base + static_cast<uint32_t>(G::kBarOffset + 8 * (G::kStages + s));
+  }
+  __device__ __forceinline__ uint32_t ready(int s) const {
+    return base + static_cast<uint32_t>(G::kBarOffset + 8 * (2 * G::kStages + s));
   }
 };
 
@@ -89,6 +109,7 @@ template <int MT>
 __device__ void produce(const Ring<MT>& ring, const CUtensorMap* tmx, const CUtensorMap* tmc, int ng, int ntok,
                         int64_t begin, int64_t end) {
   using G = WsGeo<MT>;
+  constexpr int kStages = G::kStages;
   int st = 0;
   uint32_t phase = 1;  // a fresh "empty" barrier: waiting for parity 1 returns at once
   for (int64_t it = begin; it < end;) {
@@ -125,6 +146,7 @@ template <int MT>
 __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, int row0, int k0, int k1,
                                         ConsumerPos& pos, float (&d)[128]) {
   using G = WsGeo<MT>;
+  constexpr int kStages = G::kStages;
   const int tid = static_cast<int>(threadIdx.x), wgi = tid >> 7, r = (tid & 127) >> 1, h = tid & 1;
   const int lane = tid & 31;
   const int ng = p.K >> 6;
@@ -187,6 +209,113 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
   if (prev >= 0 && lane == 0) tma::mbar_arrive(ring.empty(prev));
 }
 
+// v6f's producer warpgroup, thread i (0..127) = row i of the tile: per group of this block's range
+// (iterations j = begin .. end - 1 in order, tile j / ng, group j % ng) it waits for the stage's X and
+// codes, dequantises its row (both halves, dequant_a_half: v6d's bf16 values and layout) into the
+// stage's A tile, fences and arrives on "ready"; thread 0 then issues the TMA loads of group
+// j + kStages - 1 (after the dequantisation, so its wait for that stage's "empty" — the consumers'
+// group j - 1 — never holds up group j). Scales and biases: this thread's 4-byte words holding them
+// (rows of an even number of groups, so a word never straddles rows) copied kScaleAhead groups ahead
+// by cp.async into private slots: no register waits on a load.
+__device__ void dequant_produce(const Ring<1, true>& ring, const WsArgs& p, const CUtensorMap* tmx,
+                                const CUtensorMap* tmc, int ng, int ntok, int begin, int end) {
+  using G = WsGeo<1, true>;
+  constexpr int S = G::kStages;
+  const int i = static_cast<int>(threadIdx.x) - kConsumers;
+  const uint32_t* sw = reinterpret_cast<const uint32_t*>(p.scales);
+  const uint32_t* bw = reinterpret_cast<const uint32_t*>(p.biases);
+  auto row_group = [&](int j, int& row0, int& kb) {
+    const int tile = j / ng;
+    kb = j - tile * ng;
+    row0 = (tile / ntok) * G::kRows;
+  };
+  auto copy_scales = [&](int j) {  // group j's words into slot j % kScaleSlots (an empty commit past the end)
+    if (j < end) {
+      int row0, kb;
+      row_group(j, row0, kb);
+      const int at = (min(row0 + i, p.N - 1) * ng + kb) >> 1;
+      const uint32_t dst = ring.slot((j - begin) % kScaleSlots, i);
+      cp_async4(dst, sw + at);
+      cp_async4(dst + 4, bw + at);
+    }
+    cp_async_commit();
+  };
+  int tj = begin, tst = 0;  // the TMA thread's next group and its stage / "empty" parity
+  uint32_t tph = 1;
+  auto issue = [&]() {
+    if (tj >= end) return;
+    const int tile = tj / ng, kb = tj - tile * ng;
+    const int tok0 = (tile % ntok) * G::kNT, row0 = (tile / ntok) * G::kRows;
+    tma::mbar_wait(ring.empty(tst), tph);
+    tma::mbar_arrive_expect_tx(ring.full(tst), G::kXBytes + G::kCBytes);
+    tma::load_2d(ring.stage(tst), tmx, kb * 64, tok0, ring.full(tst));
+    tma::load_2d(ring.stage(tst) + G::kXBytes, tmc, kb * 8, row0, ring.full(tst));
+    if (++tst == S) tst = 0, tph ^= 1;
+    ++tj;
+  };
+  if (i == 0)
+    for (int k = 0; k < S - 1; ++k) issue();
+  for (int k = 0; k < kScaleAhead; ++k) copy_scales(begin + k);
+  const uint32_t a_row = static_cast<uint32_t>((i & 63) * 128), a_sw = static_cast<uint32_t>(i & 7);
+  int st = 0;
+  uint32_t phase = 0;
+#pragma unroll 1
+  for (int j = begin; j < end; ++j) {
+    copy_scales(j + kScaleAhead);
+    cp_async_wait<kScaleAhead>();  // group j's words are in
+    int row0, kb;
+    row_group(j, row0, kb);
+    const uint32_t slot = ring.slot((j - begin) % kScaleSlots, i);
+    uint32_t sv, bv;
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(sv), "=r"(bv) : "r"(slot));
+    const int shift = (kb & 1) * 16;
+    const uint32_t s_raw = (sv >> shift) & 0xffffu, b_raw = (bv >> shift) & 0xffffu;
+    tma::mbar_wait(ring.full(st), phase);
+    const uint32_t codes = ring.stage(st) + static_cast<uint32_t>(G::kXBytes + i * 32);
+    const uint32_t a = ring.atile(st, i >> 6) + a_row;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t w[4];
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                   : "r"(codes + 16 * h));
+      dequant_a_half(w, s_raw, b_raw, h, a, a_sw);
+    }
+    fence_async_smem();  // the A tile, to wgmma's proxy
+    tma::mbar_arrive(ring.ready(st));
+    if (++st == S) st = 0, phase ^= 1;
+    if (i == 0) issue();
+  }
+}
+
+// v6f's consumers: groups [k0, k1) of the tile into d (zeroed here) — wait for the stage's X and A
+// tile, issue the 4 wgmmas, keep one group in flight, hand the previous stage back.
+__device__ __forceinline__ void consume_dq(const Ring<1, true>& ring, int k0, int k1, ConsumerPos& pos,
+                                           float (&d)[128]) {
+  using G = WsGeo<1, true>;
+  const int tid = static_cast<int>(threadIdx.x), wgi = tid >> 7, lane = tid & 31;
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+  int prev = -1;
+#pragma unroll 1
+  for (int kb = k0; kb < k1; ++kb) {
+    tma::mbar_wait(ring.full(pos.st), pos.phase);   // X (seen complete by the producers already)
+    tma::mbar_wait(ring.ready(pos.st), pos.phase);  // the A tile
+    const uint64_t db = sw128_desc(ring.stage(pos.st)), da = sw128_desc(ring.atile(pos.st, wgi));
+    wg_fence();
+#pragma unroll
+    for (int s = 0; s < 4; ++s) wgmma_ss_k16(d, da + 2 * s, db + 2 * s);
+    wg_commit();
+    wg_wait<1>();
+    if (prev >= 0 && lane == 0) tma::mbar_arrive(ring.empty(prev));
+    prev = pos.st;
+    if (++pos.st == G::kStages) pos.st = 0, pos.phase ^= 1;
+  }
+  wg_wait0();
+  pin(d);
+  if (prev >= 0 && lane == 0) tma::mbar_arrive(ring.empty(prev));
+}
+
 // The D fragment of sub-tile m: d_m[4j + i] = (row (lane >> 2) + 8 (i >> 1) of the warp's 16, token
 // 8j + 2t + (i & 1)), as wgmma lays it out.
 template <int MT>
@@ -213,21 +342,22 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256
 // One block an SM. A 288-thread block at 224 registers does not fit: the register file is four
 // 16,384-register quarters, one per scheduler, and 9 warps put 3 on one quarter (3 x 224 x 32 >
 // 16,384) — hence a producer warpgroup and setmaxnreg, the usual Hopper arrangement.
-template <int MT>
+template <int MT, bool DQ>
 __global__ void __launch_bounds__(kThreads, 1)
     wgemm_ws_kernel(const __grid_constant__ CUtensorMap tmx, const __grid_constant__ CUtensorMap tmc, const WsArgs p,
                     int ntok, float* __restrict__ ws, unsigned* __restrict__ flags) {
-  using G = WsGeo<MT>;
+  using G = WsGeo<MT, DQ>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const Ring<MT> ring{(smem_u32(smem_raw) + 1023u) & ~1023u};
+  const Ring<MT, DQ> ring{(smem_u32(smem_raw) + 1023u) & ~1023u};
   const int tid = static_cast<int>(threadIdx.x);
   const int ng = p.K >> 6, P = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
   const int64_t I = static_cast<int64_t>((p.N + G::kRows - 1) / G::kRows) * ntok * ng;
   const int64_t begin = wsplit::first(I, P, c), end = wsplit::first(I, P, c + 1);
   if (tid == kConsumers) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < G::kStages; ++s) {
       tma::mbar_init(ring.full(s), 1);   // the producer's arrival (+ the bytes of its two loads)
       tma::mbar_init(ring.empty(s), 8);  // one arrival per consumer warp
+      if constexpr (DQ) tma::mbar_init(ring.ready(s), 128);  // every producer thread's row
     }
     tma::mbar_init_fence();
     tma::prefetch_map(&tmx);
@@ -235,42 +365,50 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   pdl_begin();
-  if (tid >= kConsumers) {  // the producer warpgroup: thread 0 of it issues every copy
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-    if (tid == kConsumers) produce<MT>(ring, &tmx, &tmc, ng, ntok, begin, end);
+  if (tid >= kConsumers) {  // the producer warpgroup: thread 0 of it issues every copy (v6f: all dequantise)
+    if constexpr (DQ) {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kDqProducerRegs));
+      dequant_produce(ring, p, &tmx, &tmc, ng, ntok, static_cast<int>(begin), static_cast<int>(end));
+    } else {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+      if (tid == kConsumers) produce<MT>(ring, &tmx, &tmc, ng, ntok, begin, end);
+    }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+  if constexpr (DQ) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kDqConsumerRegs));
+  else asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
   ConsumerPos pos;
   for (int64_t it = begin; it < end;) {
     const wsplit::Piece pc = wsplit::piece(it, end, ng);
     const int tok0 = static_cast<int>(pc.tile % ntok) * G::kNT, row0 = static_cast<int>(pc.tile / ntok) * G::kRows;
     float d[128];
-    consume<MT>(ring, p, row0, pc.k0, pc.k1, pos, d);
+    if constexpr (DQ) consume_dq(ring, pc.k0, pc.k1, pos, d);
+    else consume<MT>(ring, p, row0, pc.k0, pc.k1, pos, d);
     wsplit::finish_piece(pc, I, P, c, ng, ws, flags, kConsumers, tid, d, consumers_sync,
                          [&](float(&v)[128]) { store_tile<MT>(p, tok0, row0, v); });
     it += pc.k1 - pc.k0;
   }
 }
 
-template <int MT>
+template <int MT, bool DQ>
 int resident_blocks(const CudaDevice& dev) {
+  using G = WsGeo<MT, DQ>;
   static const int per_sm = [] {
-    MERE_CUDA_CHECK(cudaFuncSetAttribute(wgemm_ws_kernel<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(WsGeo<MT>::kSmem)));
+    MERE_CUDA_CHECK(cudaFuncSetAttribute(wgemm_ws_kernel<MT, DQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(G::kSmem)));
     int n = 0;
-    MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgemm_ws_kernel<MT>, kThreads, WsGeo<MT>::kSmem));
+    MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgemm_ws_kernel<MT, DQ>, kThreads, G::kSmem));
     return n;
   }();
-  MERE_CHECK(per_sm >= 1, "cuda wgemm", "the warp-specialised kernel (", MT, " sub-tiles) does not fit an SM (",
-             WsGeo<MT>::kSmem, " bytes of shared memory)");
+  MERE_CHECK(per_sm >= 1, "cuda wgemm", "the warp-specialised kernel (", MT, " sub-tiles", DQ ? ", v6f" : "",
+             ") does not fit an SM (", G::kSmem, " bytes of shared memory)");
   return per_sm * dev.sm_count();
 }
 
-template <int MT>
+template <int MT, bool DQ>
 void run(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy, int blocks,
          float* partials, unsigned* flags) {
-  using G = WsGeo<MT>;
+  using G = WsGeo<MT, DQ>;
   const int64_t N = W.rows, K = W.cols;
   // the codes as [N, K/8] u32 and X as [T, K] bf16; boxes of one group: kRows x 8 words, kNT x 64
   const CUtensorMap tmc = tma_map_2d(W.codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, static_cast<uint64_t>(N),
@@ -281,21 +419,34 @@ void run(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, f
                                      CU_TENSOR_MAP_SWIZZLE_128B);
   const WsArgs args{W.scales, W.biases, static_cast<int>(N), static_cast<int>(K), static_cast<int>(T), y, ldy};
   const int ntok = static_cast<int>((T + G::kNT - 1) / G::kNT), nrow = static_cast<int>((N + G::kRows - 1) / G::kRows);
-  const int P = wsplit::grid(int64_t{ntok} * nrow, static_cast<int>(K / 64), std::min(blocks, resident_blocks<MT>(dev)));
-  launch(MT == 1 ? "wgemm_ws_kernel<1>" : "wgemm_ws_kernel<2>", wgemm_ws_kernel<MT>, dim3(static_cast<unsigned>(P)),
-         dim3(kThreads), G::kSmem, dev.stream(), tmx, tmc, args, ntok, partials, flags);
+  const int P =
+      wsplit::grid(int64_t{ntok} * nrow, static_cast<int>(K / 64), std::min(blocks, resident_blocks<MT, DQ>(dev)));
+  launch(DQ ? "wgemm_ws_kernel<1, dq>" : MT == 1 ? "wgemm_ws_kernel<1>" : "wgemm_ws_kernel<2>", wgemm_ws_kernel<MT, DQ>,
+         dim3(static_cast<unsigned>(P)), dim3(kThreads), G::kSmem, dev.stream(), tmx, tmc, args, ntok, partials, flags);
 }
 
 }  // namespace
 
-int wgemm_ws_resident_blocks(const CudaDevice& dev, bool tall) {
-  return tall ? resident_blocks<2>(dev) : resident_blocks<1>(dev);
+int wgemm_ws_resident_blocks(const CudaDevice& dev, WsShape shape) {
+  return shape == WsShape::Tall ? resident_blocks<2, false>(dev)
+         : shape == WsShape::Dequant ? resident_blocks<1, true>(dev)
+                                     : resident_blocks<1, false>(dev);
 }
 
-void wgemm_ws(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy, bool tall,
-              int blocks, float* partials, unsigned* flags) {
-  if (tall) run<2>(dev, W, xq, T, y, ldy, blocks, partials, flags);
-  else run<1>(dev, W, xq, T, y, ldy, blocks, partials, flags);
+bool wgemm_ws_dequant_fits(const QWeightView& W, int64_t T) {
+  // 4-byte scale words (an even group count a row, aligned arrays) and int iteration indices
+  const int64_t tiles = (W.rows + 127) / 128 * ((T + 255) / 256);
+  return (W.cols / 64) % 2 == 0 && (reinterpret_cast<uintptr_t>(W.scales) & 3u) == 0 &&
+         (reinterpret_cast<uintptr_t>(W.biases) & 3u) == 0 && tiles * (W.cols / 64) < (int64_t{1} << 31);
+}
+
+void wgemm_ws(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
+              WsShape shape, int blocks, float* partials, unsigned* flags) {
+  // v6f computes v6d's products in v6d's order: a matrix it cannot take runs on v6d, bitwise the same
+  if (shape == WsShape::Dequant && !wgemm_ws_dequant_fits(W, T)) shape = WsShape::Wide;
+  if (shape == WsShape::Tall) run<2, false>(dev, W, xq, T, y, ldy, blocks, partials, flags);
+  else if (shape == WsShape::Dequant) run<1, true>(dev, W, xq, T, y, ldy, blocks, partials, flags);
+  else run<1, false>(dev, W, xq, T, y, ldy, blocks, partials, flags);
 }
 
 }  // namespace mere::cuda

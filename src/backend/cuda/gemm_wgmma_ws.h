@@ -8,12 +8,17 @@
 
 namespace mere::cuda {
 
-// Blocks of the kernel resident on the whole device at once (one an SM). tall: tiles of 256 weight
-// rows x 128 tokens instead of 128 x 256.
-int wgemm_ws_resident_blocks(const CudaDevice& dev, bool tall);
+// Wide: tiles of 128 weight rows x 256 tokens (v6d, MERE_CUDA_WGEMM=ws); Tall: 256 rows x 128 tokens
+// (wst); Dequant: Wide's tiles with the producer warpgroup dequantising (v6f, wsd) — bitwise Wide.
+enum class WsShape { Wide, Tall, Dequant };
+// Blocks of the kernel resident on the whole device at once (one an SM).
+int wgemm_ws_resident_blocks(const CudaDevice& dev, WsShape shape);
+// Whether v6f takes W at T rows (an even number of groups a row, 4-byte aligned scales and biases);
+// wgemm_ws runs v6d instead otherwise.
+bool wgemm_ws_dequant_fits(const QWeightView& W, int64_t T);
 // y[T, ldy] = xq · dequant(W)^T with at most `blocks` blocks and the stream-K scratch partials
 // ([blocks][256][128] f32) and flags ([blocks], zero between launches). Shapes checked by wgemm().
-void wgemm_ws(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy, bool tall,
-              int blocks, float* partials, unsigned* flags);
+void wgemm_ws(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
+              WsShape shape, int blocks, float* partials, unsigned* flags);
 
 }  // namespace mere::cuda

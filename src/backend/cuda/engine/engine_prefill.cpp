@@ -90,8 +90,9 @@ MoeStreamLoads moe_stream_loads() {
 // default), streamk (v6b: the same tiles split evenly over a resident grid; H100: 5% faster on the
 // largest 27B matrices, slower on the rest), wide (v6c: 256-token tiles with the weights
 // dequantised into shared memory under the previous group's wgmmas, stream-K), ws (v6d: v6c fed
-// by a TMA producer warp) or wst (v6d with tiles of 256 weight rows x 128 tokens). 0 .. 4.
-int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wide", "ws", "wst"}); }
+// by a TMA producer warp), wst (v6d with tiles of 256 weight rows x 128 tokens) or wsd (v6f: v6d with
+// the producer warpgroup dequantising, bitwise ws). 0 .. 5.
+int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wide", "ws", "wst", "wsd"}); }
 
 // Which matrices the wgmma path takes. MERE_CUDA_PREFILL=wgmma: the ones it supports with at least
 // 2,048 rows; smaller ones (the GDN b/a [48, 5120], k/v [1024, 5120]) do not fill the GPU with
@@ -202,7 +203,8 @@ void CudaEngine::alloc_prefill() {
         dev_, f == 1   ? WgemmForm::StreamK
               : f == 2 ? WgemmForm::Wide
               : f == 3 ? WgemmForm::WarpSpecialized
-                       : WgemmForm::WarpSpecializedTall);
+              : f == 4 ? WgemmForm::WarpSpecializedTall
+                       : WgemmForm::WarpSpecializedDequant);
   }
   pf_ = std::move(p);
 }
