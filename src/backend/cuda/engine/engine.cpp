@@ -139,9 +139,10 @@ void CudaEngine::alloc_scratch() {
 }
 
 std::string CudaEngine::describe() const {
-  const std::string shapes = matvec_shapes_summary();
+  const std::string shapes = matvec_shapes_summary(), gemms = prefill_gemms_summary();
   return cat(dev_.describe(), ", ", static_cast<double>(arena_.bytes()) / 1e9, " GB of weights on the device",
-             shapes.empty() ? "" : "; matvec shapes measured at load (MERE_CUDA_MV_TUNE): " + shapes);
+             shapes.empty() ? "" : "; matvec shapes measured at load (MERE_CUDA_MV_TUNE): " + shapes,
+             gemms.empty() ? "" : "; prefill GEMMs measured at the first prompt (MERE_CUDA_PREFILL=auto): " + gemms);
 }
 
 DeviceMemoryReport CudaEngine::device_memory() {

@@ -105,6 +105,9 @@ class CudaEngine final : public DeviceEngine {
   struct Prefill;
   static bool prefill_gemm_enabled();
   void alloc_prefill();
+  // MERE_CUDA_PREFILL=auto: "[rows,cols] ws|blas us (other us); ..." measured at the first prompt
+  // (prefill_choice.h; "" before it or in other modes)
+  std::string prefill_gemms_summary() const;
   void prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_t pos0, float* hidden, float* logits,
                LogitsMode mode, int32_t* argmax_out);
   void prefill_attention(const DAttn& a, float* kc, float* vc, int64_t T, int64_t pos0, float* out);

@@ -32,6 +32,7 @@
 #include "backend/cuda/gemm_blas.h"
 #include "backend/cuda/gemm_moe.h"
 #include "backend/cuda/gemm_wgmma.h"
+#include "backend/cuda/prefill_choice.h"
 
 namespace mere::cuda {
 
@@ -49,7 +50,8 @@ struct CudaEngine::Prefill {
   int32_t *ridx, *offsets, *row_token, *pair_row, *ids, *pos;
   std::unique_ptr<BlasGemm> blas;  // MERE_CUDA_PREFILL=blas: dense projections through cuBLASLt
   bool wgmma = false;               // MERE_CUDA_PREFILL=wgmma / auto: 4-bit MLX projections through wgemm
-  bool wgmma_auto = false;          // ... only the large ones (auto: wgemm_takes)
+  bool wgmma_auto = false;          // ... only the shapes measured faster there (auto: choices)
+  PrefillGemmChoices choices;       // auto: ws or cuBLASLt a shape, measured at the first prompt
   std::unique_ptr<WgemmStreamK> streamk;  // ... split stream-K (MERE_CUDA_WGEMM=streamk), else whole tiles
 };
 
@@ -94,17 +96,11 @@ MoeStreamLoads moe_stream_loads() {
 // the producer warpgroup dequantising, bitwise ws). 0 .. 5.
 int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wide", "ws", "wst", "wsd"}); }
 
-// Which matrices the wgmma path takes. MERE_CUDA_PREFILL=wgmma: the ones it supports with at least
-// 2,048 rows; smaller ones (the GDN b/a [48, 5120], k/v [1024, 5120]) do not fill the GPU with
-// 128-row tiles (s17 H100: wide k/v 98.9 µs at T = 512) and take the cuBLASLt path. auto (the
-// default): only matrices of >= 2^25 weights, where the warp-specialised kernel beat the cuBLASLt
-// path's dequantisation + GEMM at T = 512 (s18 H100: [17408, 5120] 172.7 vs 206.1 µs, [5120, 17408]
-// 190.3 vs 206.0, [10240, 5120] 117.3 vs 125.4; it lost on [6144, 5120] 89.1 vs 76.8 and
-// [5120, 6144] 92.6 vs 78.2). Prompts run in chunks of <= kPrefillChunk = 512 rows.
-constexpr int64_t kAutoMinWeights = int64_t{1} << 25;
-bool wgemm_takes(const CudaDevice& dev, const QWeightView& W, bool automatic) {
-  return (automatic ? W.rows * W.cols >= kAutoMinWeights : W.rows >= 2048) && wgemm_supported(dev, W);
-}
+// Which matrices the wgmma path takes under MERE_CUDA_PREFILL=wgmma: the ones it supports with at
+// least 2,048 rows; smaller ones (the GDN b/a [48, 5120], k/v [1024, 5120]) do not fill the GPU with
+// 128-row tiles (s17 H100: wide k/v 98.9 µs at T = 512) and take the cuBLASLt path. (auto measures
+// each shape instead: prefill_choice.h.)
+bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >= 2048 && wgemm_supported(dev, W); }
 
 // MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
 // gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
@@ -145,19 +141,25 @@ void CudaEngine::alloc_prefill() {
   // auto takes the wgmma path on sm_90 only (elsewhere it is the blas mode)
   const bool wg = mode == PrefillMode::Wgmma || (mode == PrefillMode::Auto && dev_.props().major == 9);
   const bool wg_auto = mode == PrefillMode::Auto;
-  int64_t max_weights = 0;  // the largest dense quantised projection the cuBLASLt path runs (its bf16 scratch)
-  auto consider = [&](const DMat& W) {
-    if (!W.quantized() || W.count != 1) return;
-    if (!wg || !wgemm_takes(dev_, W.qview(), wg_auto)) max_weights = std::max(max_weights, W.rows * W.cols);
-    for (int64_t t = kGemmRows; t <= R; t *= 2) ws = std::max(ws, qgemm_workspace_floats(dev_, W.qview(), t));
-  };
-  auto layer = [&](const DLayer& L) {
+  // every dense quantised projection a prompt pass multiplies (one matrix each)
+  std::vector<QWeightView> dense;
+  for (const DLayer& L : layers_)
     for (const DMat* W : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o, &L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a,
                           &L.gdn.out, &L.mlp.gate, &L.mlp.up, &L.mlp.down, &L.router, &L.shared_gate, &L.shared.gate,
                           &L.shared.up, &L.shared.down})
-      consider(*W);
+      if (W->quantized() && W->count == 1) dense.push_back(W->qview());
+  // the largest projection the cuBLASLt path may run (its bf16 scratch): under auto any of them
+  // until the choice is measured
+  auto blas_weights = [&](auto&& takes_ws) {
+    int64_t m = 0;
+    for (const QWeightView& W : dense)
+      if (!takes_ws(W)) m = std::max(m, W.rows * W.cols);
+    return m;
   };
-  for (const DLayer& L : layers_) layer(L);
+  const int64_t max_weights =
+      blas_weights([&](const QWeightView& W) { return wg && !wg_auto && wgemm_takes(dev_, W); });
+  for (const QWeightView& W : dense)
+    for (int64_t t = kGemmRows; t <= R; t *= 2) ws = std::max(ws, qgemm_workspace_floats(dev_, W, t));
   const bool generic_attn = !(hd == 256 && nkv >= 1 && nh % nkv == 0 && nh / nkv <= 8);
   const bool chunked_gdn = gdn_chunked_mode() && c.lin_k_dim == 128 && c.lin_v_dim == 128;
   int64_t used = 0;
@@ -206,8 +208,19 @@ void CudaEngine::alloc_prefill() {
               : f == 4 ? WgemmForm::WarpSpecializedTall
                        : WgemmForm::WarpSpecializedDequant);
   }
+  if (wg_auto && wg && p->blas) {
+    // time both paths on each shape at a full pass; then the cuBLASLt scratch only as large as the
+    // matrices left to it need
+    dev_.fill_bytes(p->xq, 0, static_cast<size_t>(xq) * 2);
+    p->choices.measure(dev_, dense, *p->blas, *p->streamk, p->xq, R);
+    const int64_t left = blas_weights([&](const QWeightView& W) { return p->choices.ws(W); });
+    if (left == 0) p->blas.reset();
+    else if (left < max_weights) p->blas = std::make_unique<BlasGemm>(dev_, left, blas_overlap_sms(dev_.sm_count()));
+  }
   pf_ = std::move(p);
 }
+
+std::string CudaEngine::prefill_gemms_summary() const { return pf_ ? pf_->choices.summary() : std::string(); }
 
 // y_i = x · W_i^T for each (W_i, y_i): quantised single matrices through one bf16-prepared X and
 // qgemm; anything else through the exact generic gemv. prepared_cols >= 0: p.xq already holds x
@@ -226,7 +239,7 @@ void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*
       prepared = W->cols;
     }
     const QWeightView v = W->qview();
-    if (p.wgmma && wgemm_takes(dev_, v, p.wgmma_auto)) {
+    if (p.wgmma && (p.wgmma_auto ? p.choices.ws(v) : wgemm_takes(dev_, v))) {
       wgemm(dev_, v, p.xq, T, y, W->rows, p.streamk.get());
       continue;
     }
