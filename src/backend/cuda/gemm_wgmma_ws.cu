@@ -161,20 +161,18 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
   const uint32_t a_row = static_cast<uint32_t>(r * 128), a_sw = static_cast<uint32_t>(r & 7);
 #pragma unroll
   for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-  // scale and bias of group kb (s_r, b_r) and kb + 1 (s_n, b_n) in registers, kb + 2 requested
-  uint32_t s_r[MT], b_r[MT], s_n[MT], b_n[MT];
+  // scales and biases of the even groups in (s_e, b_e), of the odd ones in (s_o, b_o): a set is
+  // refilled with the group two ahead right after the dequantisation that last reads it, so no
+  // register copy waits on a load (v6d moved s2 -> s_n -> s_r at the loop's end, and a copy of a
+  // register a load has not yet written stalls for the load: qmatvec v9c's lesson)
+  uint32_t s_e[MT], b_e[MT], s_o[MT], b_o[MT];
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
-    s_r[m] = p.scales[si[m] + k0], b_r[m] = p.biases[si[m] + k0];
-    s_n[m] = p.scales[si[m] + min(k0 + 1, k1 - 1)], b_n[m] = p.biases[si[m] + min(k0 + 1, k1 - 1)];
+    s_e[m] = p.scales[si[m] + k0], b_e[m] = p.biases[si[m] + k0];
+    s_o[m] = p.scales[si[m] + min(k0 + 1, k1 - 1)], b_o[m] = p.biases[si[m] + min(k0 + 1, k1 - 1)];
   }
   int prev = -1;  // the stage of the previous group (handed back once its wgmmas are done)
-#pragma unroll 1
-  for (int kb = k0; kb < k1; ++kb) {
-    const int k2 = min(kb + 2, k1 - 1);
-    uint32_t s2[MT], b2[MT];
-#pragma unroll
-    for (int m = 0; m < MT; ++m) s2[m] = p.scales[si[m] + k2], b2[m] = p.biases[si[m] + k2];
+  auto step = [&](int kb, uint32_t(&sr)[MT], uint32_t(&br)[MT]) {
     tma::mbar_wait(ring.full(pos.st), pos.phase);
     const uint32_t abuf = ring.abuf(wgi, pos.g & 1);  // read by the wgmmas of group g - 2: done
 #pragma unroll
@@ -183,8 +181,11 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
                    : "r"(ring.stage(pos.st) + c_off[m]));
-      dequant_a_half(w, s_r[m], b_r[m], h, abuf + m * 8192 + a_row, a_sw);
+      dequant_a_half(w, sr[m], br[m], h, abuf + m * 8192 + a_row, a_sw);
     }
+    const int k2 = min(kb + 2, k1 - 1);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) sr[m] = p.scales[si[m] + k2], br[m] = p.biases[si[m] + k2];
     fence_async_smem();                                                // the stores, to wgmma's proxy
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wgi) : "memory");  // the warpgroup's rows are in
     const uint64_t db = sw128_desc(ring.stage(pos.st));
@@ -201,8 +202,11 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
     prev = pos.st;
     if (++pos.st == kStages) pos.st = 0, pos.phase ^= 1;
     ++pos.g;
-#pragma unroll
-    for (int m = 0; m < MT; ++m) s_r[m] = s_n[m], b_r[m] = b_n[m], s_n[m] = s2[m], b_n[m] = b2[m];
+  };
+#pragma unroll 1
+  for (int kb = k0; kb < k1; kb += 2) {
+    step(kb, s_e, b_e);
+    if (kb + 1 < k1) step(kb + 1, s_o, b_o);
   }
   wg_wait0();
   pin(d);
