@@ -11,9 +11,10 @@
 // logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
 // computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
 // in the GEMM): docs/cuda-kernels.md "Engine prefill v2". MERE_CUDA_PREFILL=exact keeps the exact
-// sliced path for every width; the dense projections run as whole-matrix dequantisation + cuBLASLt
-// (gemm_blas.h, the same bf16 operands; =blas, the default), on qgemm (=gemm), or, for 4-bit MLX
-// matrices, on the wgmma GEMM that dequantises each group into its A registers (=wgmma, gemm_wgmma.h).
+// sliced path for every width; the dense projections run, each shape on whichever was faster at the
+// first prompt (=auto, the default on sm_90; prefill_choice.h), on the warp-specialised wgmma GEMM
+// that dequantises per group or as whole-matrix dequantisation + cuBLASLt (gemm_blas.h, the same bf16
+// operands; =blas for all), on qgemm (=gemm), or all on a chosen wgmma form (=wgmma, gemm_wgmma.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -109,11 +110,11 @@ bool gdn_chunked_mode() {
 }
 
 PrefillMode prefill_mode() {
-  // auto (the default since session 18): the largest 4-bit MLX projections through the
-  // warp-specialised wgmma GEMM on sm_90 (v6d/v6e, docs/cuda-kernels.md), the rest through cuBLASLt;
+  // auto (the default since session 18): on sm_90 each dense 4-bit shape through the warp-specialised
+  // wgmma GEMM (v6d) or cuBLASLt, whichever was faster at the first prompt (prefill_choice.h);
   // blas: every projection through cuBLASLt (docs/cuda-kernels.md "prefill v4"); gemm: qgemm; exact:
   // the sliced exact path; wgmma: every 4-bit MLX projection of >= 2,048 rows through the form
-  // MERE_CUDA_WGEMM names (the experiments of "Prefill v6" .. "v6e")
+  // MERE_CUDA_WGEMM names (the experiments of "Prefill v6" .. "v6f")
   const int v = env_choice("MERE_CUDA_PREFILL", {"auto", "blas", "gemm", "exact", "wgmma"});
   return v == 1   ? PrefillMode::Blas
          : v == 2 ? PrefillMode::Gemm
