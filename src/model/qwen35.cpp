@@ -80,6 +80,8 @@ void Qwen35Model::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, fl
   const int64_t H = cfg_.hidden_size;
   MERE_CHECK(mem.length() + T <= cfg_.max_position_embeddings, "forward", "sequence of ", mem.length() + T,
              " tokens exceeds the context length ", cfg_.max_position_embeddings);
+  MERE_CHECK(!opt.row_argmax || (T <= ForwardOptions::kMaxVerifyRows && !opt.argmax), "forward",
+             "row_argmax: at most ", ForwardOptions::kMaxVerifyRows, " rows and not with argmax (got ", T, " rows)");
   if (engine_) {
     MERE_CHECK(mem.device() != nullptr, "forward", "a host SequenceMemory was passed to a device model");
     for (int64_t t = 0; t < T; ++t)
@@ -87,6 +89,12 @@ void Qwen35Model::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, fl
                  " out of range: vocabulary has ", cfg_.vocab_size, " entries");
     engine_->forward(ids, T, mem, hidden, logits, mode, opt);
     return;
+  }
+  vector<float> all_rows;  // row_argmax without the caller's logits of every row
+  if (opt.row_argmax && (!logits || mode != LogitsMode::All)) {
+    all_rows.resize(sz(T * cfg_.vocab_size));
+    logits = all_rows.data();
+    mode = LogitsMode::All;
   }
   vector<float> argmax_row;
   if (opt.argmax && (!logits || mode == LogitsMode::None)) {
@@ -114,6 +122,10 @@ void Qwen35Model::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, fl
   if (opt.argmax) {
     const float* last = logits + (mode == LogitsMode::All ? (T - 1) * cfg_.vocab_size : 0);
     *opt.argmax = static_cast<int32_t>(std::max_element(last, last + cfg_.vocab_size) - last);
+  }
+  for (int64_t t = 0; opt.row_argmax && t < T; ++t) {
+    const float* row = logits + t * cfg_.vocab_size;
+    opt.row_argmax[t] = static_cast<int32_t>(std::max_element(row, row + cfg_.vocab_size) - row);
   }
 }
 

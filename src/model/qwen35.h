@@ -39,6 +39,11 @@ struct ForwardOptions {
   // When set: the id of the largest logit of the last row (lowest id on ties) is written here, so a
   // device backend need return only the id (logits may then be null).
   int32_t* argmax = nullptr;
+  // When set: the id of the largest logit of every row (lowest id on ties) is written here, T ids,
+  // so a greedy verification pass needs no logits on the host (logits may then be null). At most
+  // kMaxVerifyRows rows; not together with `argmax`.
+  int32_t* row_argmax = nullptr;
+  static constexpr int64_t kMaxVerifyRows = 9;
   static constexpr int64_t kMaxRecurrentRows = 16;
   static constexpr int64_t kChunk = 64;
 };

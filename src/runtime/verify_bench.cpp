@@ -63,6 +63,7 @@ Json run_verify_bench(const Qwen35Model& model, const VerifyBenchOptions& o,
   say("prefill " + std::to_string(o.prompt_tokens) + " tokens");
   SequenceMemory base = model.new_memory();
   std::vector<float> logits(static_cast<size_t>(wmax * V)), hidden(static_cast<size_t>(std::max(wmax, o.prompt_tokens) * H));
+  std::vector<int32_t> ids(static_cast<size_t>(wmax));  // a verification pass's row argmaxes
   model.forward(prompt.data(), o.prompt_tokens, base, hidden.data(), logits.data(), LogitsMode::Last);
   const int32_t first = row_argmax(logits.data(), V);
   const std::vector<float> prompt_hidden(hidden.begin() + (o.prompt_tokens - 1) * H, hidden.begin() + o.prompt_tokens * H);
@@ -96,15 +97,21 @@ Json run_verify_bench(const Qwen35Model& model, const VerifyBenchOptions& o,
         ForwardOptions fo;
         fo.gdn = ForwardOptions::Gdn::Recurrent;
         fo.trace = &trace;
+        // as the greedy decoder verifies (speculative.cpp): each row's argmax id, not its logits
+        // (widths past kMaxVerifyRows, which no decoder runs, return the logits)
+        const bool ids_only = w <= ForwardOptions::kMaxVerifyRows;
+        fo.row_argmax = ids_only ? ids.data() : nullptr;
         const auto t0 = Clock::now();
         const auto cp = m.checkpoint();  // the decoder checkpoints before every verification pass
-        model.forward(rows, w, m, hidden.data(), logits.data(), LogitsMode::All, fo);
+        model.forward(rows, w, m, hidden.data(), ids_only ? nullptr : logits.data(),
+                      ids_only ? LogitsMode::None : LogitsMode::All, fo);
         // the first pass on a fresh fork is untimed: a device backend captures the sequence's graph
         // for this kind of pass then, once per request
         if (p > 0) total += since(t0);
         (void)cp;
         for (int64_t j = 0; j < w; ++j)
-          if (row_argmax(logits.data() + j * V, V) != rows[j + 1]) ++mismatches;
+          if ((ids_only ? ids[static_cast<size_t>(j)] : row_argmax(logits.data() + j * V, V)) != rows[j + 1])
+            ++mismatches;
       }
       if (r == 0) continue;
       tps.push_back(static_cast<double>((o.passes - 1) * w) / total);

@@ -1,8 +1,9 @@
 // Oracle-fed verification benchmark (issue 7, mtp.md §6): how many tokens per second a verification
 // pass of width w confirms when every draft is accepted. A greedy continuation is first decoded
 // serially (the oracle); each width then re-runs that continuation from the same prefilled state in
-// passes of w rows (the speculative decoder's own pass: recurrent GatedDeltaNet, traced for replay,
-// all logits), checking that every row's argmax is the oracle's next token — so the benchmark is
+// passes of w rows (the greedy speculative decoder's own pass: recurrent GatedDeltaNet, traced for
+// replay, each row's argmax id returned instead of its logits), checking that every row's argmax is
+// the oracle's next token — so the benchmark is
 // also a batch-width invariance check on the running backend. Also the cost of one MTP head step
 // against one target step (the draft-cost ratio c of the adaptive policy).
 #pragma once

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -62,6 +63,45 @@ TEST_P(Invariants, WidthKPassEqualsKSingleStepsBitwise) {
     std::vector<float> steps = stepwise(m, b, block);
     ASSERT_EQ(wide, steps) << "width " << k << " differs from " << k << " single steps";
   }
+}
+
+// The greedy decoder's verification output: each row's argmax id (lowest id on ties) equals the
+// argmax of that row's logits from the same pass with every logit returned.
+TEST_P(Invariants, RowArgmaxIsTheArgmaxOfEachRow) {
+  const auto& m = model();
+  const int64_t V = m.config().vocab_size;
+  auto prefix = random_ids(12, V, 3);
+  for (int64_t k : {1, 4, 9}) {
+    auto block = random_ids(k, V, 200 + static_cast<unsigned>(k));
+    SequenceMemory a = m.new_memory(), b = m.new_memory();
+    m.forward(prefix.data(), 12, a, nullptr, nullptr, LogitsMode::None);
+    m.forward(prefix.data(), 12, b, nullptr, nullptr, LogitsMode::None);
+    std::vector<float> all(static_cast<size_t>(k * V));
+    GdnTrace ta, tb;
+    ForwardOptions fa, fb;
+    fa.gdn = fb.gdn = ForwardOptions::Gdn::Recurrent;
+    fa.trace = &ta;
+    fb.trace = &tb;
+    m.forward(block.data(), k, a, nullptr, all.data(), LogitsMode::All, fa);
+    std::vector<int32_t> ids(static_cast<size_t>(k), -1);
+    fb.row_argmax = ids.data();
+    m.forward(block.data(), k, b, nullptr, nullptr, LogitsMode::None, fb);
+    for (int64_t t = 0; t < k; ++t) {
+      const float* row = all.data() + t * V;
+      EXPECT_EQ(ids[static_cast<size_t>(t)], std::max_element(row, row + V) - row) << "width " << k << " row " << t;
+    }
+    EXPECT_EQ(a.length(), b.length());
+  }
+  // more rows than a verification pass, or with the last-row argmax: a clear error
+  SequenceMemory c = m.new_memory();
+  std::vector<int32_t> ids(10);
+  ForwardOptions fo;
+  fo.row_argmax = ids.data();
+  auto ten = random_ids(10, V, 9);
+  EXPECT_THROW(m.forward(ten.data(), 10, c, nullptr, nullptr, LogitsMode::None, fo), Error);
+  int32_t last = 0;
+  fo.argmax = &last;
+  EXPECT_THROW(m.forward(ten.data(), 2, c, nullptr, nullptr, LogitsMode::None, fo), Error);
 }
 
 TEST_P(Invariants, PrefillChunkedMatchesSteps) {

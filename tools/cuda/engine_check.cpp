@@ -232,6 +232,25 @@ void parity(const std::string& root, const std::string& name) {
     }
     report(bad == 0, name + " batch-width invariance T=2..9 vs T=1 (bitwise logits)",
            std::to_string(8 - bad) + "/8 widths equal");
+    // the greedy decoder's verification output (ForwardOptions::row_argmax, computed on the device
+    // and returned as ids): each row's id equals the argmax of the T = 1 logits, widths 1..9, traced
+    int wrong = 0;
+    for (int64_t w = 1; w <= 9; ++w) {
+      SequenceMemory b = base.fork();
+      std::vector<int32_t> got(static_cast<size_t>(w), -1);
+      GdnTrace trace;
+      ForwardOptions fo;
+      fo.gdn = ForwardOptions::Gdn::Recurrent;
+      fo.trace = &trace;
+      fo.row_argmax = got.data();
+      gpu->forward(ids.data() + 5, w, b, nullptr, nullptr, LogitsMode::None, fo);
+      for (int64_t t = 0; t < w; ++t) {
+        const float* row = one.data() + t * V;
+        wrong += got[static_cast<size_t>(t)] != std::max_element(row, row + V) - row;
+      }
+    }
+    report(wrong == 0, name + " verification row argmax (device ids, widths 1..9, traced) == argmax of T=1 logits",
+           std::to_string(45 - wrong) + "/45 rows equal");
   }
   int equal = 0, equal_mtp = 0, equal_sched = 0;
   const int prompts = 8;

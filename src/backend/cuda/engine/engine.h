@@ -62,15 +62,19 @@ class CudaEngine final : public DeviceEngine {
  private:
   DLayer upload_layer(const LayerWeights& L, int64_t index);
   void alloc_scratch();
-  void step1(CudaSeqState& st, bool all, bool want_last, bool want_arg);  // T = 1 pass, graph when allowed
-  static uint64_t pass_key(const CudaSeqState& st, int64_t T, bool trace, bool all, bool last, bool arg, bool mtp);
+  // T = 1 pass, graph when allowed
+  void step1(CudaSeqState& st, bool all, bool want_last, bool want_arg, bool row_arg = false);
+  static uint64_t pass_key(const CudaSeqState& st, int64_t T, bool trace, bool all, bool last, bool arg, bool mtp,
+                           bool row_arg = false);
   void run_captured(CudaSeqState& st, uint64_t key, bool allowed, const std::function<void()>& pass);
   float* take(int64_t floats);
   CudaSeqState& state(SequenceMemory& mem);
 
-  // device work of one pass of T <= kRows rows; x: [T, H] residual stream, updated in place
+  // device work of one pass of T <= kRows rows; x: [T, H] residual stream, updated in place.
+  // want_argmax: the last row's argmax into st.argmax()[0]; want_row_argmax: every row's into
+  // st.argmax()[0 .. T) (the logits of every row stay on the device)
   void main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool want_all_logits, bool want_last_logits,
-                 bool want_argmax);
+                 bool want_argmax, bool want_row_argmax = false);
   void decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
                      const int32_t* pos, int64_t trace_row0);
   // The mixers add their output projection into x and return true when it ran fused (fuse_bits),

@@ -229,8 +229,9 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   ffn_block(L, xn_, ffn_bits != 0, T, x);
 }
 
-void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool all_logits, bool last_logits,
-                           bool want_argmax) {
+void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool want_all, bool last_logits,
+                           bool want_argmax, bool want_row_argmax) {
+  const bool all_logits = want_all || want_row_argmax;  // every row's logits, on the device
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   cudaStream_t s = dev_.stream();
   k::embed(s, embed_, st.ids(), T, x_);
@@ -251,6 +252,7 @@ void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool
     else if (last_logits || want_argmax) linear(lm_head_, h_ + (T - 1) * H, 1, logits_ + (T - 1) * V);
   }
   if (want_argmax) k::argmax(s, logits_ + (T - 1) * V, V, st.argmax());
+  if (want_row_argmax) k::argmax(s, logits_, V, st.argmax(), T);
 }
 
 namespace {
@@ -304,26 +306,30 @@ void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, flo
     MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
     MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos(), &p, 4, cudaMemcpyHostToDevice, s));
     const bool want_last = final_chunk && last, want_arg = final_chunk && opt.argmax != nullptr;
+    const bool row_arg = opt.row_argmax != nullptr;  // T <= kRows (Qwen35Model::forward checks)
     if (T == 1 && !opt.trace) {
-      step1(st, all, want_last, want_arg);
+      step1(st, all, want_last, want_arg, row_arg);
     } else {  // verification widths (<= 9 rows, traced or not) are captured too; longer calls run in slices
       const int64_t row0 = opt.trace ? c0 : -1;
-      run_captured(st, pass_key(st, Tc, opt.trace != nullptr, all, want_last, want_arg, false),
-                   graph_mode_ >= 2 && T <= kRows, [&] { main_pass(st, Tc, row0, all, want_last, want_arg); });
+      run_captured(st, pass_key(st, Tc, opt.trace != nullptr, all, want_last, want_arg, false, row_arg),
+                   graph_mode_ >= 2 && T <= kRows,
+                   [&] { main_pass(st, Tc, row0, all, want_last, want_arg, row_arg); });
     }
     if (hidden) download(hidden + c0 * H, h_, static_cast<size_t>(Tc * H) * 4);
     if (all) download(logits + c0 * V, logits_, static_cast<size_t>(Tc * V) * 4);
     if (want_last) download(logits, logits_ + (Tc - 1) * V, static_cast<size_t>(V) * 4);
     if (want_arg) download(opt.argmax, st.argmax(), 4);
+    if (row_arg) download(opt.row_argmax + c0, st.argmax(), static_cast<size_t>(Tc) * 4);
   }
   dev_.synchronize("cuda forward");
   mem.advance(T);
 }
 
 // Key of a captured pass: rows, trace, which outputs, main model or MTP head, cache generation.
-uint64_t CudaEngine::pass_key(const CudaSeqState& st, int64_t T, bool trace, bool all, bool last, bool arg, bool mtp) {
+uint64_t CudaEngine::pass_key(const CudaSeqState& st, int64_t T, bool trace, bool all, bool last, bool arg, bool mtp,
+                              bool row_arg) {
   return static_cast<uint64_t>(T) | (trace ? 16u : 0u) | (all ? 32u : 0u) | (last ? 64u : 0u) | (arg ? 128u : 0u) |
-         (mtp ? 256u : 0u) | (st.kv_generation << 16);
+         (mtp ? 256u : 0u) | (row_arg ? 512u : 0u) | (st.kv_generation << 16);
 }
 
 // Runs `pass` (device work only: no host copies, allocations or waits inside) as a graph owned by
@@ -358,9 +364,9 @@ void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, cons
 }
 
 // One T = 1 main pass (decode step), captured unless graphs are off.
-void CudaEngine::step1(CudaSeqState& st, bool all, bool want_last, bool want_arg) {
-  run_captured(st, pass_key(st, 1, false, all, want_last, want_arg, false), graph_mode_ >= 1,
-               [&] { main_pass(st, 1, -1, all, want_last, want_arg); });
+void CudaEngine::step1(CudaSeqState& st, bool all, bool want_last, bool want_arg, bool row_arg) {
+  run_captured(st, pass_key(st, 1, false, all, want_last, want_arg, false, row_arg), graph_mode_ >= 1,
+               [&] { main_pass(st, 1, -1, all, want_last, want_arg, row_arg); });
 }
 
 // Pipelined greedy step (mtp.md §4): inputs staged through the slot's pinned memory (a pageable

@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 }
 
 constexpr int kArgThreads = 1024;
-// One block (the result is one id; a second launch would cost more than it saves at V ~ 250k).
+// One block a row (the result is one id; a second launch would cost more than it saves at V ~ 250k).
 // Thread i scans float4 units i, i + 1024, ... in increasing index order, keeping the first of
 // equal maxima (strict >); NaN never wins; -inf wins only when nothing else was seen. The block
 // reduction prefers the larger value, then the lower index: the lowest index of the maximum.
@@ -246,6 +246,8 @@ __device__ __forceinline__ void arg_take(float x, int i, float& best, int& idx, 
 }
 __global__ void __launch_bounds__(kArgThreads) argmax_kernel(const float* __restrict__ v, int n, int32_t* out) {
   pdl_begin();
+  v += static_cast<int64_t>(blockIdx.x) * n;  // row blockIdx.x of [rows, n]
+  out += blockIdx.x;
   __shared__ float bv[kArgThreads / 32];
   __shared__ int bi[kArgThreads / 32];
   float best = -INFINITY;
@@ -356,8 +358,9 @@ void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_di
     launch("gemv_f_kernel<f32>", &gemv_f_kernel<false>, grid, kGemvWarps * 32, 0, s, W.data, rows, cols, x, xd, sel, y);
 }
 
-void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out) {
-  launch("argmax_kernel", argmax_kernel, 1, kArgThreads, 0, s, logits, static_cast<int>(V), out);
+void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out, int64_t rows) {
+  launch("argmax_kernel", argmax_kernel, static_cast<unsigned>(rows), kArgThreads, 0, s, logits, static_cast<int>(V),
+         out);
 }
 
 }  // namespace mere::cuda::k

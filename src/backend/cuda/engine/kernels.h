@@ -51,8 +51,8 @@ void swiglu(cudaStream_t s, float* g, const float* u, int64_t n);     // g = sil
 // sel: [P] device expert ids (null: matrix 0); x: [P / x_div, cols]; y: [P, rows]
 void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_div, const int32_t* sel, float* y);
 
-// Argmax of logits [V] into *out (lowest index on ties).
-void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out);
+// Argmax of each row of logits [rows, V] into out[rows] (lowest index on ties).
+void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out, int64_t rows = 1);
 
 // ---- GatedDeltaNet ----
 // Causal depthwise conv + SiLU over T rows, shifting the raw rows into the history.
