@@ -164,7 +164,9 @@ PY
       if [ $stage = ncupf27 ]; then synth27; d=$D27; else
         d=/tmp/synth-ab35; [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $d --quiet; fi
       n=${stage#ncu}
-      MERE_CUDA_MV_TUNE=${MERE_CUDA_MV_TUNE:-0} MERE_CUDA_GRAPH=0 timeout 240 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 2500 \
+      # the GEMM choice's timing launches at the first prompt (prefill_choice.h) are left out
+      MERE_CUDA_MV_TUNE=${MERE_CUDA_MV_TUNE:-0} MERE_CUDA_GRAPH=0 timeout 240 ncu --clock-control none --csv --metrics gpu__time_duration.sum \
+        --nvtx --nvtx-exclude "mere.prefill_choice/" --launch-count 2500 \
         $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 1 --reps 1 >"$OUT/ncu-$n.csv" 2>/dev/null
       python3 tools/cuda/ncu_summary.py "$OUT/ncu-$n.csv" --first | tee "$OUT/ncu-$n-summary.txt" ;;
     ncuv27)  # ncu per-kernel times of the oracle-fed verification passes at the 27B geometry, width 1 and

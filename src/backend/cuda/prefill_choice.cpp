@@ -1,6 +1,8 @@
 // PrefillGemmChoices (prefill_choice.h): both prefill GEMM paths timed on the engine's own shapes.
 #include "backend/cuda/prefill_choice.h"
 
+#include <nvtx3/nvToolsExt.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -66,6 +68,12 @@ void PrefillGemmChoices::measure(CudaDevice& dev, const std::vector<QWeightView>
   }
   records_.clear();
   if (shapes.empty()) return;
+  // an NVTX range of its own, so a profile of the first prompt can leave these launches out
+  // (`ncu --nvtx --nvtx-exclude "mere.prefill_choice/"`, tools/cuda/engine_run.sh ncupf27)
+  struct Range {
+    Range() { nvtxRangePushA("mere.prefill_choice"); }
+    ~Range() { nvtxRangePop(); }
+  } range;
   DeviceBuffer y = dev.alloc(static_cast<size_t>(T * max_rows) * 4, "prefill GEMM choice output");
   EventPair ev;
   for (const QWeightView* W : shapes) {
