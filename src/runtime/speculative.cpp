@@ -58,10 +58,14 @@ CostTable calibrate(const Qwen35Model& m, const SequenceMemory& mem, std::span<c
     for (int w = 1; w <= block; ++w) cost[static_cast<size_t>(w)] = block > 1 ? a + (b - a) * (w - 1) / (block - 1) : a;
     return cost;
   };
+  // the plain greedy decoder's pass (each row's argmax id back, not its logits); a sampled
+  // request's passes also copy the logits, which the online refinement learns
+  std::vector<int32_t> args(static_cast<size_t>(block));
   ForwardOptions rec;
   rec.gdn = ForwardOptions::Gdn::Recurrent;
+  rec.row_argmax = args.data();
   t.verify = by_width([&](int w, SequenceMemory& f) {
-    m.forward(ids.data(), w, f, hid.data(), lg.data(), LogitsMode::All, rec);
+    m.forward(ids.data(), w, f, hid.data(), nullptr, LogitsMode::None, rec);
   });
   // head passes: the catch-up pass runs several confirmed rows at once and computes one lm_head
   // row, so its cost is far from w single rows; rows from the prompt's end (its last one repeated

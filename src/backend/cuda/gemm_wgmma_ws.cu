@@ -18,6 +18,8 @@
 // then free.
 // Stream-K over (row tile, token tile, group) iterations as v6b/v6c (wgemm_split.h); the operands,
 // hence the products, are v6c's (dq::q4_word, the same bf16 weights), the summation order too.
+// Also here: the tall tiles (wst) and v6f (wsd, DQ: the producer warpgroup dequantises into the
+// stage, the consumers only issue wgmmas; bitwise v6d). Measurements: docs/cuda-kernels.md "v6d".."v6f".
 #include "backend/cuda/gemm_wgmma_ws.h"
 
 #include <cuda_bf16.h>
@@ -221,9 +223,9 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
 // when its stage is already free (test, no wait), so the warp never stalls on the consumers while
 // it has work (s18d: issuing group j + 3 after group j with a wait, the warp — reconverging after
 // thread 0 — waited for the consumers' group j - 1 each group: 307 µs vs v6d's 173 at gate/up).
-// Scales and biases: this thread's 4-byte words holding them
-// (rows of an even number of groups, so a word never straddles rows) copied kScaleAhead groups ahead
-// by cp.async into private slots: no register waits on a load.
+// Scales and biases: the 4-byte words holding this thread's (rows of an even number of groups, so a
+// word never straddles rows), copied kScaleAhead groups ahead by cp.async into private slots: no
+// register waits on a load.
 __device__ void dequant_produce(const Ring<1, true>& ring, const WsArgs& p, const CUtensorMap* tmx,
                                 const CUtensorMap* tmc, int ng, int ntok, int begin, int end) {
   using G = WsGeo<1, true>;

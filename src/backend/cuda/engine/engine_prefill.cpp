@@ -209,6 +209,9 @@ void CudaEngine::alloc_prefill() {
               : f == 4 ? WgemmForm::WarpSpecializedTall
                        : WgemmForm::WarpSpecializedDequant);
   }
+  MERE_CHECK(!(wg_auto && wg) || (p->streamk && p->streamk->ws()), "cuda prefill",
+             "MERE_CUDA_PREFILL=auto chooses between cuBLASLt and a warp-specialised wgmma form: MERE_CUDA_WGEMM must be "
+             "ws, wst or wsd (or unset), not a v6a-v6c form");
   if (wg_auto && wg && p->blas) {
     // time both paths on each shape at a full pass; then the cuBLASLt scratch only as large as the
     // matrices left to it need
