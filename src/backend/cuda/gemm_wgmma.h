@@ -11,9 +11,10 @@
 // (each output element is the same chain of k-steps whatever tile it lies in); not bitwise cuBLASLt's.
 //
 // Status (H100): v6a/v6b (session 16) correct but 1.7-1.9x slower than the cuBLASLt path, the MoE
-// form 4-9% slower than moe_stream; v6c (wide, session 17) correct and ~1.05x the cuBLASLt path per
-// matrix (tensor pipe 44.5%); v6d (ws) built, not yet run. All opt-in switches; docs/cuda-kernels.md
-// "prefill v6" .. "v6d" say why and what each measured.
+// form 4-9% slower than moe_stream; v6c (wide, session 17) ~1.05x the cuBLASLt path per matrix;
+// v6d (ws, session 18) 0.82x on the largest 27B matrices and slower on the small ones, so the
+// default MERE_CUDA_PREFILL=auto measures each shape (prefill_choice.h); v6f (wsd) correct, slower.
+// docs/cuda-kernels.md "prefill v6" .. "v6f" say why and what each measured.
 #pragma once
 #include <cstdint>
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/stream_timer.h"
 
 namespace mere::cuda {
 namespace {
@@ -15,31 +16,12 @@ constexpr int kRounds = 3;     // rounds over both paths (the median kept): drif
 constexpr int kCalls = 3;      // calls timed back to back a round
 constexpr double kMargin = 0.98;
 
-// Owns two events; frees them on every path.
-struct EventPair {
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  EventPair() {
-    MERE_CUDA_CHECK(cudaEventCreate(&e0));
-    MERE_CUDA_CHECK(cudaEventCreate(&e1));
-  }
-  ~EventPair() {
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-};
-
+// µs a call: kCalls calls back to back between two events
 template <typename F>
-double time_us(CudaDevice& dev, EventPair& ev, F&& call) {
-  cudaStream_t s = dev.stream();
-  MERE_CUDA_CHECK(cudaEventRecord(ev.e0, s));
-  for (int i = 0; i < kCalls; ++i) call();
-  MERE_CUDA_CHECK(cudaEventRecord(ev.e1, s));
-  MERE_CUDA_CHECK(cudaEventSynchronize(ev.e1));
-  float ms = 0;
-  MERE_CUDA_CHECK(cudaEventElapsedTime(&ms, ev.e0, ev.e1));
-  return 1000.0 * ms / kCalls;
+double time_us(CudaDevice& dev, StreamTimer& timer, F&& call) {
+  return 1000.0 * timer.ms(dev.stream(), [&] {
+    for (int i = 0; i < kCalls; ++i) call();
+  }) / kCalls;
 }
 
 double median(std::vector<double> v) {
@@ -75,7 +57,7 @@ void PrefillGemmChoices::measure(CudaDevice& dev, const std::vector<QWeightView>
     ~Range() { nvtxRangePop(); }
   } range;
   DeviceBuffer y = dev.alloc(static_cast<size_t>(T * max_rows) * 4, "prefill GEMM choice output");
-  EventPair ev;
+  StreamTimer timer;
   for (const QWeightView* W : shapes) {
     auto run_ws = [&] { wgemm(dev, *W, xq, T, y.as<float>(), W->rows, &ws); };
     auto run_blas = [&] {
@@ -86,8 +68,8 @@ void PrefillGemmChoices::measure(CudaDevice& dev, const std::vector<QWeightView>
     run_blas();
     std::vector<double> a, b;
     for (int r = 0; r < kRounds; ++r) {
-      a.push_back(time_us(dev, ev, run_ws));
-      b.push_back(time_us(dev, ev, run_blas));
+      a.push_back(time_us(dev, timer, run_ws));
+      b.push_back(time_us(dev, timer, run_blas));
     }
     PrefillGemmChoice c{W->rows, W->cols, median(a), median(b), false};
     c.ws = c.ws_us < kMargin * c.blas_us;

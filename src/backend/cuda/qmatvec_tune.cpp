@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/env_choice.h"
 #include "backend/cuda/qmatvec_int.h"
+#include "backend/cuda/stream_timer.h"
 #include "core/error.h"
 
 namespace mere::cuda {
@@ -20,16 +21,13 @@ constexpr int kReplays = 3;    // timed replays a round (the fastest kept)
 constexpr int kRounds = 3;     // rounds over all shapes (the median kept): drift hits every shape alike
 constexpr double kMargin = 0.98;
 
-// Owns a captured graph and two events; frees them on every path (capture errors included).
-struct GraphTimer {
+// Owns a captured graph; frees it on every path (capture errors included).
+struct CapturedGraph {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  ~GraphTimer() {
+  ~CapturedGraph() {
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
-    if (e0) cudaEventDestroy(e0);
-    if (e1) cudaEventDestroy(e1);
   }
 };
 
@@ -39,7 +37,7 @@ double graph_us(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws,
   // one launch outside the capture: first-use set-up (shared-memory attributes, occupancy queries)
   // happens here, not inside the graph
   qmatvec_multi(dev, outs, n, ws, T, cfg);
-  GraphTimer t;
+  CapturedGraph t;
   MERE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   try {
     for (int i = 0; i < kLaunches; ++i) qmatvec_multi(dev, outs, n, ws, T, cfg);
@@ -49,17 +47,11 @@ double graph_us(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws,
   }
   MERE_CUDA_CHECK(cudaStreamEndCapture(s, &t.graph));
   MERE_CUDA_CHECK(cudaGraphInstantiate(&t.exec, t.graph, 0));
-  MERE_CUDA_CHECK(cudaEventCreate(&t.e0));
-  MERE_CUDA_CHECK(cudaEventCreate(&t.e1));
+  StreamTimer timer;
   MERE_CUDA_CHECK(cudaGraphLaunch(t.exec, s));  // warm: instruction cache, clocks
   float best = 0;
   for (int r = 0; r < kReplays; ++r) {
-    MERE_CUDA_CHECK(cudaEventRecord(t.e0, s));
-    MERE_CUDA_CHECK(cudaGraphLaunch(t.exec, s));
-    MERE_CUDA_CHECK(cudaEventRecord(t.e1, s));
-    MERE_CUDA_CHECK(cudaEventSynchronize(t.e1));
-    float ms = 0;
-    MERE_CUDA_CHECK(cudaEventElapsedTime(&ms, t.e0, t.e1));
+    const float ms = timer.ms(s, [&] { MERE_CUDA_CHECK(cudaGraphLaunch(t.exec, s)); });
     if (r == 0 || ms < best) best = ms;
   }
   return 1000.0 * best / kLaunches;

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/env_choice.h"
+#include "backend/cuda/stream_timer.h"
 #include "core/error.h"
 
 namespace mere {
@@ -164,21 +165,13 @@ double CudaEngine::copy_bandwidth_gbs() {
   DeviceBuffer a = dev_.alloc(bytes, "copy-bandwidth probe"), b = dev_.alloc(bytes, "copy-bandwidth probe");
   DeviceGuard guard(dev_.ordinal());
   cudaStream_t s = dev_.stream();
-  cudaEvent_t e0, e1;
-  MERE_CUDA_CHECK(cudaEventCreate(&e0));
-  MERE_CUDA_CHECK(cudaEventCreate(&e1));
+  StreamTimer timer;
   std::vector<float> ms;
   for (int rep = 0; rep < 8; ++rep) {
-    MERE_CUDA_CHECK(cudaEventRecord(e0, s));
-    MERE_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s));
-    MERE_CUDA_CHECK(cudaEventRecord(e1, s));
-    MERE_CUDA_CHECK(cudaEventSynchronize(e1));
-    float t = 0;
-    MERE_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    const float t =
+        timer.ms(s, [&] { MERE_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s)); });
     if (rep >= 2) ms.push_back(t);  // two warm-ups
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   std::sort(ms.begin(), ms.end());
   return 2.0 * static_cast<double>(bytes) / (static_cast<double>(ms[ms.size() / 2]) * 1e-3) / 1e9;
 }
