@@ -994,7 +994,8 @@ void bench_others(CudaDevice& dev) {
   }
 }
 
-// A few launches of the 4-bit matvec at [17408, 5120] for a profiler (--ncu): T = 1, 4, 9.
+// A few launches of the 4-bit matvec at [17408, 5120] for a profiler (--ncu): 3 each at T = 1, 4, 8, 9
+// (launches 0-2, 3-5, 6-8, 9-11 of the matvec kernel).
 void profile_launches(CudaDevice& dev) {
   QBank bank = make_bank(dev, 17408, 5120, 4, size_t{1} << 30);
   DeviceBuffer x = dev.alloc(9 * 5120 * 4, "x"), ws = dev.alloc(static_cast<size_t>(qmatvec_workspace_floats(9, 5120, 4)) * 4, "ws"),
@@ -1002,7 +1003,7 @@ void profile_launches(CudaDevice& dev) {
   const auto hx = random_vec(9 * 5120, 3);
   dev.upload(x.get(), hx.data(), hx.size() * 4);
   int i = 0;
-  for (int T : {1, 4, 9}) {
+  for (int T : {1, 4, 8, 9}) {
     qmatvec_prepare(dev, x.as<float>(), T, 5120, 4, ws.as<float>());
     const std::vector<QWeightView>& vs = qmatvec_tiled_weights() ? bank.tviews : bank.views;  // MERE_CUDA_QMATVEC=mma
     for (int r = 0; r < 3; ++r) qmatvec(dev, vs[i++ % vs.size()], ws.as<float>(), T, y.as<float>());

@@ -2,7 +2,7 @@
 // tensor cores, its cuBLASLt alternative, grouped MoE qgemm, gdn_prefill, attention_prefill) on a real GPU. A plain main (the
 // GPU machine has no gtest). Every check: random inputs, outputs NaN-poisoned before the launch,
 // NMSE + element-wise bounds against the CPU reference ops, a non-finite output always fails.
-// Usage: mere_prefill_check [--quick] [--no-bench] [--bench-only] [--only wgemm] [--json PATH]. Exit 1 on
+// Usage: mere_prefill_check [--quick] [--no-bench] [--bench-only] [--only wgemm|gdn] [--json PATH]. Exit 1 on
 // any failure.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -746,6 +746,13 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
                 c.Hk, c.Hv, D, D, dout.as<float>());
     const auto got_o = from_device<float>(dev, dout, v.size());
     const auto got_S = from_device<float>(dev, dS, S.size());
+    // the lazy-decay form (S = c R) on fresh copies
+    DeviceBuffer lS = to_device(dev, S, "S lazy"), lout = dev.alloc(v.size() * 4, "o lazy");
+    poison(dev, lout);
+    gdn_prefill_lazy(dev, lS.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>(), dg.as<float>(), db.as<float>(),
+                     c.T, c.Hk, c.Hv, D, D, lout.as<float>());
+    const auto lgot_o = from_device<float>(dev, lout, v.size());
+    const auto lgot_S = from_device<float>(dev, lS, S.size());
     // the chunked kernel on fresh copies; o and the scratch get a poisoned guard tail that must survive
     const size_t o_guard = static_cast<size_t>(64 * c.Hv * D), s_guard = 4096;
     const size_t scr = static_cast<size_t>(gdn_chunked_scratch_floats(c.T, c.Hv));
@@ -786,6 +793,9 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
     const std::string tag = "gdn_prefill" + shape, ctag = "gdn_prefill_chunked" + shape;
     record(tag + " o vs ops::gdn_step", compare(got_o.data(), ref_o.data(), ref_o.size(), 1e-5, 1e-4), 1e-10);
     record(tag + " S vs ops::gdn_step", compare(got_S.data(), S.data(), S.size(), 1e-5, 1e-4), 1e-10);
+    const std::string ltag = "gdn_prefill_lazy" + shape;
+    record(ltag + " o vs ops::gdn_step", compare(lgot_o.data(), ref_o.data(), ref_o.size(), 1e-5, 1e-4), 1e-10);
+    record(ltag + " S vs ops::gdn_step", compare(lgot_S.data(), S.data(), S.size(), 1e-5, 1e-4), 1e-10);
     record(ctag + " o vs ops::gdn_step", compare(cgot_of.data(), ref_o.data(), ref_o.size(), 1e-4, 1e-3), 1e-9);
     record(ctag + " S vs ops::gdn_step", compare(cgot_S.data(), S.data(), S.size(), 1e-4, 1e-3), 1e-9);
     record_bool(ctag + " writes stay inside o and the scratch", guard_bad == 0,
@@ -1129,21 +1139,21 @@ struct GdnBenchIo {
   std::string shape() const { return "Hk=" + std::to_string(Hk) + " Hv=" + std::to_string(Hv) + " T=" + std::to_string(T); }
 };
 
-double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, bool decode_kernel) {
+enum class GdnBench { Recurrent, Lazy, Decode };
+double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench form) {
   const int64_t D = 128;
   GdnBenchIo io(dev, Hk, Hv, T);
+  const auto fn = form == GdnBench::Decode ? gdn_decode : form == GdnBench::Lazy ? gdn_prefill_lazy : gdn_prefill;
   const Timing t = time_launches(dev, 2, 10, [&](int) {
-    if (decode_kernel)
-      gdn_decode(dev, io.S.as<float>(), io.q.as<float>(), io.k.as<float>(), io.v.as<float>(), io.g.as<float>(),
-                 io.b.as<float>(), T, Hk, Hv, D, D, io.o.as<float>());
-    else
-      gdn_prefill(dev, io.S.as<float>(), io.q.as<float>(), io.k.as<float>(), io.v.as<float>(), io.g.as<float>(),
-                  io.b.as<float>(), T, Hk, Hv, D, D, io.o.as<float>());
+    fn(dev, io.S.as<float>(), io.q.as<float>(), io.k.as<float>(), io.v.as<float>(), io.g.as<float>(), io.b.as<float>(), T,
+       Hk, Hv, D, D, io.o.as<float>());
   });
-  // prediction: issue-bound SIMT, ~95 warp instructions a token per 4 rows of S, 4 issues/clk/SM at 1.98 GHz
-  const double pred = (Hv * D / 4.0) * 95.0 * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
-  add_bench(std::string(decode_kernel ? "gdn_decode (existing) " : "gdn_prefill ") + io.shape(), io.bytes(), io.flops(),
-            decode_kernel ? 0 : pred, t);
+  // prediction: issue-bound SIMT, 4 issues/clk/SM at 1.98 GHz; warp instructions a token per 4 rows of
+  // S: ~95 (recurrent), ~90 (lazy: 48 FMA instead of 64, the token scalars and a division added)
+  const double per_token = form == GdnBench::Lazy ? 90.0 : 95.0;
+  const double pred = (Hv * D / 4.0) * per_token * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
+  const char* name = form == GdnBench::Decode ? "gdn_decode (existing) " : form == GdnBench::Lazy ? "gdn_prefill_lazy " : "gdn_prefill ";
+  add_bench(std::string(name) + io.shape(), io.bytes(), io.flops(), form == GdnBench::Decode ? 0 : pred, t);
   return t.median_us;
 }
 
@@ -1306,9 +1316,10 @@ void bench_all(CudaDevice& dev) {
   bench_qgemm(dev, "27B gate/up T=64", 17408, 5120, 4, 64);
   bench_qgemm(dev, "27B gate/up T=2048", 17408, 5120, 4, 2048);
   const double p_down = bench_prepare(dev, T, 17408);
-  const double gdn27 = bench_gdn(dev, 16, 48, T, false);
+  const double gdn27 = bench_gdn(dev, 16, 48, T, GdnBench::Recurrent);
+  bench_gdn(dev, 16, 48, T, GdnBench::Lazy);
   bench_gdn_chunked(dev, 16, 48, T);
-  bench_gdn(dev, 16, 48, T, true);
+  bench_gdn(dev, 16, 48, T, GdnBench::Decode);
   const double att27 = bench_attention(dev, 24, 4, T, KvType::BF16);
   bench_attention(dev, 24, 4, T, KvType::F32);
   double b27 = 0;  // the cuBLASLt path's matmuls of a prompt (dequant + gemm), for the estimate below
@@ -1371,7 +1382,8 @@ void bench_all(CudaDevice& dev) {
   const double h_sgu = bench_qgemm(dev, "35B shared expert gate+up", 1024, 2048, 4, T);
   const double h_sdn = bench_qgemm(dev, "35B shared expert down", 2048, 512, 4, T);
   const MoeTimes mt = bench_moe(dev, 256, 512, 2048, T, 8);
-  const double gdn35 = bench_gdn(dev, 16, 32, T, false);
+  const double gdn35 = bench_gdn(dev, 16, 32, T, GdnBench::Recurrent);
+  bench_gdn(dev, 16, 32, T, GdnBench::Lazy);
   bench_gdn_chunked(dev, 16, 32, T);
   const double att35 = bench_attention(dev, 16, 2, T, KvType::BF16);
   const double moe35 = h_router + h_sgu + h_sdn + 2 * p_x35 + mt.sort + mt.gather + mt.gate_up + mt.prep_down + mt.down +
@@ -1411,9 +1423,10 @@ int main(int argc, char** argv) {
     else if (a == "--no-bench") bench = false;
     else if (a == "--bench-only") only_bench = true;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
-    else if (a == "--only" && i + 1 < argc && std::string(argv[i + 1]) == "wgemm") only = argv[++i];
+    else if (a == "--only" && i + 1 < argc && (std::string(argv[i + 1]) == "wgemm" || std::string(argv[i + 1]) == "gdn"))
+      only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--bench-only] [--only wgemm] [--json PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--bench-only] [--only wgemm|gdn] [--json PATH]\n", argv[0]);
       return 2;
     }
   }
@@ -1427,6 +1440,16 @@ int main(int argc, char** argv) {
     g_report.device = dev.describe();
     std::printf("%s\n", g_report.device.c_str());
     auto phase = [&](const char* name, const std::function<void()>& f) { run_phase(dev, name, f); };
+    if (only == "gdn") {  // the GatedDeltaNet prefill forms: checks, then each at the 27B and 35B-A3B shapes
+      phase("gdn_prefill", [&] { check_gdn_prefill(dev, quick); });
+      if (bench)
+        phase("bench", [&] {
+          for (const int64_t Hv : {48, 32})
+            for (const GdnBench f : {GdnBench::Recurrent, GdnBench::Lazy}) bench_gdn(dev, 16, Hv, 512, f);
+          bench_gdn_chunked(dev, 16, 48, 512);
+        });
+      return finish_report(json, t0);
+    }
     if (only == "wgemm") {  // the wgmma GEMMs' checks, then them and the paths they replace on the real shapes
       phase("wgemm", [&] { check_wgemm(dev, quick); });
       phase("prepare swiglu", [&] { check_prepare_swiglu(dev); });

@@ -20,4 +20,11 @@ namespace mere::cuda {
 void gdn_prefill(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                  const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);
 
+// The same recurrence and arguments with the state held as S = c R (c a scalar a head, folded into R
+// below 2^-60): a token costs three 16-element FMA passes instead of four and its two dot products
+// (R k, R q) reduce together, so o = c' R q + d (k.q) leaves the per-token chain. Equal to
+// gdn_prefill up to fp32 reassociation (session 19; MERE_CUDA_GDN_PREFILL=lazy, gdn_prefill.cu).
+void gdn_prefill_lazy(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
+                      const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);
+
 }  // namespace mere::cuda

@@ -4,9 +4,9 @@
 // input, shared by the projections of that input), MoE experts through moe_sort_pairs +
 // moe_stream_gate_up + moe_stream (gemm_moe.h; qgemm_grouped with MERE_CUDA_MOE_PREFILL=grouped, the
 // wgmma expert kernels of gemm_wgmma.h with =wgmma) +
-// moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide heads; the chunked
-// WY/UT form with MERE_CUDA_GDN_PREFILL=chunked, gdn_chunked.h; the engine's generic recurrent kernel
-// otherwise), attention through attention_prefill
+// moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide heads; the lazy-decay
+// form with MERE_CUDA_GDN_PREFILL=lazy, the chunked WY/UT form with =chunked, gdn_chunked.h; the
+// engine's generic recurrent kernel otherwise), attention through attention_prefill
 // (head_dim 256; the engine's split kernel otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
 // logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
 // computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
@@ -44,6 +44,7 @@ struct CudaEngine::Prefill {
   bool generic_attn = false;  // head_dim != 256 or > 8 query heads a KV head: the engine's split kernel
   float *x, *xn, *o, *h, *ws;
   float* gdn_scratch;  // gdn_prefill_chunked's (MERE_CUDA_GDN_PREFILL=chunked with 128-wide heads), else null
+  bool gdn_lazy = false;  // MERE_CUDA_GDN_PREFILL=lazy: gdn_prefill_lazy for 128-wide heads
   uint16_t* xq;
   float *raw, *mixed, *z, *ga, *gb, *gq, *gk, *gv, *gg, *gbeta, *core, *gout;
   float *qg, *kk, *vv, *q, *att, *aws;
@@ -103,10 +104,15 @@ int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wi
 // each shape instead: prefill_choice.h.)
 bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >= 2048 && wgemm_supported(dev, W); }
 
-// MERE_CUDA_GDN_PREFILL: recurrent (the default until engine_check has run on chunked) runs
-// gdn_prefill, chunked the WY/UT chunk form (gdn_chunked.h) for 128-wide heads.
-bool gdn_chunked_mode() {
-  return env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "chunked"}) == 1;
+// MERE_CUDA_GDN_PREFILL, for 128-wide heads: recurrent (the default) runs gdn_prefill, lazy
+// gdn_prefill_lazy (the state as c R: gdn_prefill.h), chunked the WY/UT chunk form (gdn_chunked.h).
+enum class GdnPrefillForm { Recurrent, Lazy, Chunked };
+GdnPrefillForm gdn_prefill_form() {
+  switch (env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "lazy", "chunked"})) {
+    case 1: return GdnPrefillForm::Lazy;
+    case 2: return GdnPrefillForm::Chunked;
+    default: return GdnPrefillForm::Recurrent;
+  }
 }
 
 PrefillMode prefill_mode() {
@@ -162,7 +168,7 @@ void CudaEngine::alloc_prefill() {
   for (const QWeightView& W : dense)
     for (int64_t t = kGemmRows; t <= R; t *= 2) ws = std::max(ws, qgemm_workspace_floats(dev_, W, t));
   const bool generic_attn = !(hd == 256 && nkv >= 1 && nh % nkv == 0 && nh / nkv <= 8);
-  const bool chunked_gdn = gdn_chunked_mode() && c.lin_k_dim == 128 && c.lin_v_dim == 128;
+  const bool chunked_gdn = gdn_prefill_form() == GdnPrefillForm::Chunked && c.lin_k_dim == 128 && c.lin_v_dim == 128;
   int64_t used = 0;
   char* base = nullptr;
   auto take = [&](int64_t floats) {
@@ -193,6 +199,7 @@ void CudaEngine::alloc_prefill() {
     }
   }
   p->rows = R;
+  p->gdn_lazy = gdn_prefill_form() == GdnPrefillForm::Lazy;
   p->generic_attn = generic_attn;
   p->ws_floats = ws;
   p->xq_elems = xq;
@@ -280,6 +287,8 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
   k::gdn_prepare(s, p.mixed, p.ga, p.gb, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, p.gq, p.gk, p.gv, p.gg, p.gbeta);
   if (p.gdn_scratch)
     gdn_prefill_chunked(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.gdn_scratch, p.core);
+  else if (Dk == 128 && Dv == 128 && p.gdn_lazy)
+    gdn_prefill_lazy(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
   else if (Dk == 128 && Dv == 128) gdn_prefill(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
   else k::gdn_generic(s, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
   k::gated_rms_norm(s, p.core, p.z, g.norm, T, Hv, Dv, static_cast<float>(cfg_.rms_norm_eps), p.gout);
