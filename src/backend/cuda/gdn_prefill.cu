@@ -142,17 +142,24 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_kernel(float* __restrict
 }
 
 // ---------------------------------------------------------------- v3: lazy decay (gdn_prefill_lazy)
-// The same 16-rows-a-block layout, with the state kept as S = c R (c one scalar a block: the decay is
-// per head) so a token costs three 16-element FMA passes instead of four and the two dot products
-// run side by side instead of one after the other:
-//   a = R k, b = R q (one pass, 4 independent chains each, reduced together);
-//   c' = e^g c;  m = c' a;  d = beta (v - m);  o = c' b + d (k.q);  R <- R + (d / c') k
-// (e^g S k = c' R k;  o = S' q = c' R q + d k.q). c' below 2^-60 folds into R (R <- c' R, c' = 1;
-// also when e^g underflows to 0), so R stays finite; S = c R is written back at the end. e^g and
-// k.q are per token and head, computed once a chunk into shared memory. Only the per-token chain
-// a, b -> reduce -> d -> R is left on the critical path (v1: e^g, then m, then the update, then o,
-// each waiting on the last). Same results up to fp32 reassociation (prefill_check: NMSE vs
-// ops::gdn_step).
+// v1 above is bound by shared memory (ncu, H100, 27B T = 512: L1 74% busy, MIO the top stall, 124
+// instructions a token a warp): each of a warp's 4 row groups of 8 lanes reads the whole k and q
+// vectors, 8 LDS.128 (32 wavefronts) a token for 4 rows. v3 keeps a block's 16 rows and 4 warps of 4
+// rows, but a lane holds 4 columns (4 lane .. 4 lane + 3) of all 4 rows of its warp, so a token's k
+// and q cost one LDS.128 each (8 wavefronts), and the state is kept as S = c R (c one scalar a
+// block: the decay is per head):
+//   a_r = R_r k, b_r = R_r q (8 partial sums a lane);
+//   c' = e^g c;  m_r = c' a_r;  d_r = beta (v_r - m_r);  o_r = c' b_r + d_r (k.q);  R_r <- R_r + (d_r / c') k
+// (e^g S k = c' R k;  o = S' q = c' R q + d k.q), three FMA passes a token instead of four. c' below
+// 2^-60 folds into R (R <- c' R, c' = 1; also when e^g underflows to 0); S = c R is written back at
+// the end. The 8 partial sums are reduce-scattered over the warp in 9 shuffles without selects: lanes
+// 16..31 take q as their first operand and k as their second (x1 / x2), and lane L's register slot i
+// holds row i ^ ((L >> 2) & 3), so every exchange sends slots that the partner keeps. Lane L then
+// holds the full sum for row (L >> 2) & 3: a (lanes 0..15) or b (lanes 16..31); the a lanes compute
+// d, 4 shuffles bring each lane the d of its slots' rows (a b lane's slot 0 is its own row, for o).
+// e^g and k.q are per token and head, computed once a chunk into shared memory. Same results up to
+// fp32 reassociation (prefill_check: NMSE vs ops::gdn_step).
+// v3a (session 19, measured and replaced): the lazy decay on v1's layout, 243.6 µs vs v1's 180.2.
 constexpr float kRenorm = 8.6736174e-19f;  // 2^-60
 
 __global__ void __launch_bounds__(kThreads) gdn_prefill_lazy_kernel(float* __restrict__ S, const float* __restrict__ q,
@@ -163,16 +170,16 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_lazy_kernel(float* __res
                                                                     int Hv, float* __restrict__ o) {
   pdl_begin();
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  Stage* st = reinterpret_cast<Stage*>(smem_raw);                   // [2]
-  float* os = reinterpret_cast<float*>(st + 2);                     // [kChunk][kRowsPerBlock]
-  float2* tk = reinterpret_cast<float2*>(os + kChunk * kRowsPerBlock);  // [kChunk] {e^g, k.q}
+  Stage* st = reinterpret_cast<Stage*>(smem_raw);                      // [2]
+  float* os = reinterpret_cast<float*>(st + 2);                        // [kChunk][kRowsPerBlock]
+  float4* tk = reinterpret_cast<float4*>(os + kChunk * kRowsPerBlock);  // [kChunk] {e^g, k.q, beta, 0}
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int h = blockIdx.x / (kD / kRowsPerBlock);
   const int row0 = (blockIdx.x % (kD / kRowsPerBlock)) * kRowsPerBlock;
   const int kh = h / (Hv / Hk);
-  const int sub = lane >> 3, l8 = lane & 7;
-  const int rl = warp * 4 + sub;
-  const int i = row0 + rl;
+  const int perm = (lane >> 2) & 3;  // slot i holds row i ^ perm of the warp's 4
+  const bool qfirst = lane >= 16;    // x1 = q, x2 = k (else x1 = k, x2 = q)
+  const int wr = row0 + warp * 4;    // the warp's first row of S
 
   auto load = [&](int buf, int t0) {
     Stage& s = st[buf];
@@ -194,10 +201,10 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_lazy_kernel(float* __res
     asm volatile("cp.async.commit_group;\n" ::);
   };
 
-  float4 r[4];
-  float* srow = S + (static_cast<size_t>(h) * kD + i) * kD;
+  float4 r[4];  // slot i: row wr + (i ^ perm), columns 4 lane .. 4 lane + 3
+  const float* sbase = S + (static_cast<size_t>(h) * kD + wr) * kD + 4 * lane;
 #pragma unroll
-  for (int jj = 0; jj < 4; ++jj) r[jj] = *reinterpret_cast<const float4*>(srow + 32 * jj + 4 * l8);
+  for (int i = 0; i < 4; ++i) r[i] = *reinterpret_cast<const float4*>(sbase + (i ^ perm) * kD);
   float c = 1.0f;  // S = c R (block-uniform)
 
   load(0, 0);
@@ -218,53 +225,55 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_lazy_kernel(float* __res
       float p = __fmaf_rn(a.x, b.x, __fmaf_rn(a.y, b.y, __fmaf_rn(a.z, b.z, __fmul_rn(a.w, b.w))));
 #pragma unroll
       for (int off = 16; off >= 1; off >>= 1) p = __fadd_rn(p, __shfl_xor_sync(0xffffffffu, p, off));
-      if (lane == 0) tk[t] = make_float2(expf(sg.g[t]), p);
+      if (lane == 0) tk[t] = make_float4(expf(sg.g[t]), p, sg.beta[t], 0.0f);
     }
     __syncthreads();
     for (int t = 0; t < n; ++t) {
-      const float2 gk = tk[t];
-      const float bt = sg.beta[t], vi = sg.v[t][rl];
-      float4 kk[4], qq[4];
+      const float4 kv = *reinterpret_cast<const float4*>(&sg.k[t][4 * lane]);
+      const float4 qv = *reinterpret_cast<const float4*>(&sg.q[t][4 * lane]);
+      const float4 x1 = qfirst ? qv : kv, x2 = qfirst ? kv : qv;
+      const float4 tt = tk[t];
+      const float vr = sg.v[t][warp * 4 + perm];
+      float p[8];  // p[i] = R_slot i . x1, p[4 + i] = R_slot i . x2 (this lane's 4 columns)
 #pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        kk[jj] = *reinterpret_cast<const float4*>(&sg.k[t][32 * jj + 4 * l8]);
-        qq[jj] = *reinterpret_cast<const float4*>(&sg.q[t][32 * jj + 4 * l8]);
+      for (int i = 0; i < 4; ++i) {
+        p[i] = __fmaf_rn(r[i].w, x1.w, __fmaf_rn(r[i].z, x1.z, __fmaf_rn(r[i].y, x1.y, __fmul_rn(r[i].x, x1.x))));
+        p[4 + i] = __fmaf_rn(r[i].w, x2.w, __fmaf_rn(r[i].z, x2.z, __fmaf_rn(r[i].y, x2.y, __fmul_rn(r[i].x, x2.x))));
       }
-      float a[4], b[4];
+      // reduce-scatter: keep slots 0..3 of x1 + the partner's x2 sums (the partner's x2 is this lane's x1)
 #pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        a[jj] = __fmaf_rn(r[jj].w, kk[jj].w, __fmaf_rn(r[jj].z, kk[jj].z, __fmaf_rn(r[jj].y, kk[jj].y, __fmul_rn(r[jj].x, kk[jj].x))));
-        b[jj] = __fmaf_rn(r[jj].w, qq[jj].w, __fmaf_rn(r[jj].z, qq[jj].z, __fmaf_rn(r[jj].y, qq[jj].y, __fmul_rn(r[jj].x, qq[jj].x))));
-      }
-      float sa = __fadd_rn(__fadd_rn(a[0], a[1]), __fadd_rn(a[2], a[3]));
-      float sb = __fadd_rn(__fadd_rn(b[0], b[1]), __fadd_rn(b[2], b[3]));
+      for (int i = 0; i < 4; ++i) p[i] = __fadd_rn(p[i], __shfl_xor_sync(0xffffffffu, p[4 + i], 16));
 #pragma unroll
-      for (int off = 1; off <= 4; off <<= 1) {
-        sa = __fadd_rn(sa, __shfl_xor_sync(0xffffffffu, sa, off));
-        sb = __fadd_rn(sb, __shfl_xor_sync(0xffffffffu, sb, off));
-      }
-      float cn = __fmul_rn(c, gk.x);
-      const float d = __fmul_rn(bt, __fsub_rn(vi, __fmul_rn(cn, sa)));
-      const float oi = __fmaf_rn(cn, sb, __fmul_rn(d, gk.y));
-      if (l8 == 0) os[t * kRowsPerBlock + rl] = oi;
+      for (int i = 0; i < 2; ++i) p[i] = __fadd_rn(p[i], __shfl_xor_sync(0xffffffffu, p[2 + i], 8));
+      float sum = __fadd_rn(p[0], __shfl_xor_sync(0xffffffffu, p[1], 4));
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 2));
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 1));
+      // lanes 0..15: sum = a of row perm; lanes 16..31: b of row perm
+      float cn = __fmul_rn(c, tt.x);
+      const float dl = __fmul_rn(tt.z, __fsub_rn(vr, __fmul_rn(cn, sum)));  // meaningful on lanes 0..15
+      float dv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dv[i] = __shfl_sync(0xffffffffu, dl, 4 * (i ^ perm));
+      if (qfirst && (lane & 3) == 0) os[t * kRowsPerBlock + warp * 4 + perm] = __fmaf_rn(cn, sum, __fmul_rn(dv[0], tt.y));
       if (cn < kRenorm) {  // block-uniform: fold c' into R
 #pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-          r[jj].x = __fmul_rn(r[jj].x, cn);
-          r[jj].y = __fmul_rn(r[jj].y, cn);
-          r[jj].z = __fmul_rn(r[jj].z, cn);
-          r[jj].w = __fmul_rn(r[jj].w, cn);
+        for (int i = 0; i < 4; ++i) {
+          r[i].x = __fmul_rn(r[i].x, cn);
+          r[i].y = __fmul_rn(r[i].y, cn);
+          r[i].z = __fmul_rn(r[i].z, cn);
+          r[i].w = __fmul_rn(r[i].w, cn);
         }
         cn = 1.0f;
       }
       c = cn;
-      const float dd = __fdiv_rn(d, cn);
+      const float inv = __frcp_rn(cn);
 #pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        r[jj].x = __fmaf_rn(dd, kk[jj].x, r[jj].x);
-        r[jj].y = __fmaf_rn(dd, kk[jj].y, r[jj].y);
-        r[jj].z = __fmaf_rn(dd, kk[jj].z, r[jj].z);
-        r[jj].w = __fmaf_rn(dd, kk[jj].w, r[jj].w);
+      for (int i = 0; i < 4; ++i) {
+        const float dd = __fmul_rn(dv[i], inv);
+        r[i].x = __fmaf_rn(dd, kv.x, r[i].x);
+        r[i].y = __fmaf_rn(dd, kv.y, r[i].y);
+        r[i].z = __fmaf_rn(dd, kv.z, r[i].z);
+        r[i].w = __fmaf_rn(dd, kv.w, r[i].w);
       }
     }
     __syncthreads();  // os and tk complete; stage ch&1 free for the load of chunk ch+2
@@ -275,10 +284,11 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_lazy_kernel(float* __res
     }
     __syncthreads();  // os read before the next chunk overwrites it
   }
+  float* sout = S + (static_cast<size_t>(h) * kD + wr) * kD + 4 * lane;
 #pragma unroll
-  for (int jj = 0; jj < 4; ++jj)
-    *reinterpret_cast<float4*>(srow + 32 * jj + 4 * l8) =
-        make_float4(__fmul_rn(c, r[jj].x), __fmul_rn(c, r[jj].y), __fmul_rn(c, r[jj].z), __fmul_rn(c, r[jj].w));
+  for (int i = 0; i < 4; ++i)
+    *reinterpret_cast<float4*>(sout + (i ^ perm) * kD) =
+        make_float4(__fmul_rn(c, r[i].x), __fmul_rn(c, r[i].y), __fmul_rn(c, r[i].z), __fmul_rn(c, r[i].w));
 }
 
 void check_args(int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv) {
@@ -305,7 +315,7 @@ void gdn_prefill_lazy(CudaDevice& dev, float* S, const float* q, const float* k,
                       const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o) {
   check_args(T, Hk, Hv, Dk, Dv);
   DeviceGuard guard(dev.ordinal());
-  const int smem = static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float) + kChunk * sizeof(float2));
+  const int smem = static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float) + kChunk * sizeof(float4));
   MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_lazy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int blocks = static_cast<int>(Hv * (kD / kRowsPerBlock));
   launch("gdn_prefill_lazy_kernel", gdn_prefill_lazy_kernel, blocks, kThreads, smem, dev.stream(), S, q, k, v, g, beta,

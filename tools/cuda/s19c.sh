@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Session 19, third device call: gdn_prefill_lazy v3b (a lane holds 4 columns of its warp's 4 rows:
+# one LDS.128 each for k and q a token instead of 8 for both; the 8 partial sums reduce-scattered in
+# 9 shuffles; S = c R). v3a (lazy decay on v1's layout) measured 243.6 µs vs v1 180.2 (s19b).
+# Prediction (written before the run): 27B ~85-100 µs, 35B-A3B ~70 µs at T = 512.
+#  * prefill_check --only gdn; engine_check with MERE_CUDA_GDN_PREFILL=lazy; ab27 / ab35 lazy vs recurrent
+# LIMIT (480).
+LIMIT_DEFAULT=480 . tools/cuda/call_prelude.sh
+($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
+($B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out /tmp/synth-ab35 --quiet) &
+timeout -k 10 120 $B/mere_prefill_check --only gdn --json $OUT/gdn.json >$OUT/gdn.log 2>&1; rc=$?; echo "gdn rc=$rc $((SECONDS-t0))s"
+grep -E "FAIL|checks|^gdn" $OUT/gdn.log | grep -vE "^ok" | head -20; pack
+[ $rc -eq 0 ] && { MERE_CUDA_GDN_PREFILL=lazy timeout 100 $B/mere_engine_check . >$OUT/ec-lazy.log 2>&1
+  echo "ec [lazy] rc=$? $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-lazy.log | head; pack; }
+wait
+if [ $rc -eq 0 ]; then
+  left 200 && AB="MERE_CUDA_GDN_PREFILL=lazy;MERE_CUDA_GDN_PREFILL=recurrent" timeout 200 bash tools/cuda/engine_run.sh ab27; pack
+  left 130 && AB="MERE_CUDA_GDN_PREFILL=lazy;MERE_CUDA_GDN_PREFILL=recurrent" timeout 130 bash tools/cuda/engine_run.sh ab35; pack
+fi
+echo "total $((SECONDS-t0))s"; pack
