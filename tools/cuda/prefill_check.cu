@@ -746,13 +746,16 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
                 c.Hk, c.Hv, D, D, dout.as<float>());
     const auto got_o = from_device<float>(dev, dout, v.size());
     const auto got_S = from_device<float>(dev, dS, S.size());
-    // the lazy-decay form (S = c R) on fresh copies
-    DeviceBuffer lS = to_device(dev, S, "S lazy"), lout = dev.alloc(v.size() * 4, "o lazy");
-    poison(dev, lout);
-    gdn_prefill_lazy(dev, lS.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>(), dg.as<float>(), db.as<float>(),
-                     c.T, c.Hk, c.Hv, D, D, lout.as<float>());
-    const auto lgot_o = from_device<float>(dev, lout, v.size());
-    const auto lgot_S = from_device<float>(dev, lS, S.size());
+    // the lazy-decay form (S = c R) with 4 and 8 rows a warp, each on fresh copies
+    std::vector<float> lgot_o[2], lgot_S[2];
+    for (int rw = 0; rw < 2; ++rw) {
+      DeviceBuffer lS = to_device(dev, S, "S lazy"), lout = dev.alloc(v.size() * 4, "o lazy");
+      poison(dev, lout);
+      gdn_prefill_lazy(dev, lS.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>(), dg.as<float>(),
+                       db.as<float>(), c.T, c.Hk, c.Hv, D, D, lout.as<float>(), 4 << rw);
+      lgot_o[rw] = from_device<float>(dev, lout, v.size());
+      lgot_S[rw] = from_device<float>(dev, lS, S.size());
+    }
     // the chunked kernel on fresh copies; o and the scratch get a poisoned guard tail that must survive
     const size_t o_guard = static_cast<size_t>(64 * c.Hv * D), s_guard = 4096;
     const size_t scr = static_cast<size_t>(gdn_chunked_scratch_floats(c.T, c.Hv));
@@ -793,9 +796,11 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
     const std::string tag = "gdn_prefill" + shape, ctag = "gdn_prefill_chunked" + shape;
     record(tag + " o vs ops::gdn_step", compare(got_o.data(), ref_o.data(), ref_o.size(), 1e-5, 1e-4), 1e-10);
     record(tag + " S vs ops::gdn_step", compare(got_S.data(), S.data(), S.size(), 1e-5, 1e-4), 1e-10);
-    const std::string ltag = "gdn_prefill_lazy" + shape;
-    record(ltag + " o vs ops::gdn_step", compare(lgot_o.data(), ref_o.data(), ref_o.size(), 1e-5, 1e-4), 1e-10);
-    record(ltag + " S vs ops::gdn_step", compare(lgot_S.data(), S.data(), S.size(), 1e-5, 1e-4), 1e-10);
+    for (int rw = 0; rw < 2; ++rw) {
+      const std::string ltag = "gdn_prefill_lazy rw" + std::to_string(4 << rw) + shape;
+      record(ltag + " o vs ops::gdn_step", compare(lgot_o[rw].data(), ref_o.data(), ref_o.size(), 1e-5, 1e-4), 1e-10);
+      record(ltag + " S vs ops::gdn_step", compare(lgot_S[rw].data(), S.data(), S.size(), 1e-5, 1e-4), 1e-10);
+    }
     record(ctag + " o vs ops::gdn_step", compare(cgot_of.data(), ref_o.data(), ref_o.size(), 1e-4, 1e-3), 1e-9);
     record(ctag + " S vs ops::gdn_step", compare(cgot_S.data(), S.data(), S.size(), 1e-4, 1e-3), 1e-9);
     record_bool(ctag + " writes stay inside o and the scratch", guard_bad == 0,
@@ -1139,20 +1144,28 @@ struct GdnBenchIo {
   std::string shape() const { return "Hk=" + std::to_string(Hk) + " Hv=" + std::to_string(Hv) + " T=" + std::to_string(T); }
 };
 
-enum class GdnBench { Recurrent, Lazy, Decode };
+enum class GdnBench { Recurrent, Lazy4, Lazy8, Decode };
 double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench form) {
   const int64_t D = 128;
   GdnBenchIo io(dev, Hk, Hv, T);
-  const auto fn = form == GdnBench::Decode ? gdn_decode : form == GdnBench::Lazy ? gdn_prefill_lazy : gdn_prefill;
   const Timing t = time_launches(dev, 2, 10, [&](int) {
-    fn(dev, io.S.as<float>(), io.q.as<float>(), io.k.as<float>(), io.v.as<float>(), io.g.as<float>(), io.b.as<float>(), T,
-       Hk, Hv, D, D, io.o.as<float>());
+    float *S = io.S.as<float>(), *q = io.q.as<float>(), *k = io.k.as<float>(), *v = io.v.as<float>(), *g = io.g.as<float>(),
+          *b = io.b.as<float>(), *o = io.o.as<float>();
+    if (form == GdnBench::Decode) gdn_decode(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o);
+    else if (form == GdnBench::Recurrent) gdn_prefill(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o);
+    else gdn_prefill_lazy(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o, form == GdnBench::Lazy8 ? 8 : 4);
   });
-  // prediction: issue-bound SIMT, 4 issues/clk/SM at 1.98 GHz; warp instructions a token per 4 rows of
-  // S: ~95 (recurrent), ~90 (lazy: 48 FMA instead of 64, the token scalars and a division added)
-  const double per_token = form == GdnBench::Lazy ? 90.0 : 95.0;
-  const double pred = (Hv * D / 4.0) * per_token * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
-  const char* name = form == GdnBench::Decode ? "gdn_decode (existing) " : form == GdnBench::Lazy ? "gdn_prefill_lazy " : "gdn_prefill ";
+  // prediction, recurrent: issue-bound SIMT, ~95 warp instructions a token per 4 rows of S, 4 issues/clk/SM
+  // at 1.98 GHz; lazy with 8 rows a warp: the token's dependency chain (LDS, 4-FMA dots, 5 shuffle
+  // levels, d, a broadcast shuffle, the update: ~300 cycles) with <= 1.5 warps a scheduler issuing
+  // ~170 instructions a token each; with 4 rows: 156 instructions a token a warp (ncu) at 60% issue
+  double pred = (Hv * D / 4.0) * 95.0 * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
+  if (form == GdnBench::Lazy8) pred = 300.0 * T / 1.98e9 * 1e6;
+  if (form == GdnBench::Lazy4) pred = (Hv * D / 4.0) * 156.0 / 0.6 * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
+  const char* name = form == GdnBench::Decode      ? "gdn_decode (existing) "
+                     : form == GdnBench::Lazy4     ? "gdn_prefill_lazy rw4 "
+                     : form == GdnBench::Lazy8     ? "gdn_prefill_lazy rw8 "
+                                                   : "gdn_prefill ";
   add_bench(std::string(name) + io.shape(), io.bytes(), io.flops(), form == GdnBench::Decode ? 0 : pred, t);
   return t.median_us;
 }
@@ -1317,7 +1330,7 @@ void bench_all(CudaDevice& dev) {
   bench_qgemm(dev, "27B gate/up T=2048", 17408, 5120, 4, 2048);
   const double p_down = bench_prepare(dev, T, 17408);
   const double gdn27 = bench_gdn(dev, 16, 48, T, GdnBench::Recurrent);
-  bench_gdn(dev, 16, 48, T, GdnBench::Lazy);
+  bench_gdn(dev, 16, 48, T, GdnBench::Lazy8);
   bench_gdn_chunked(dev, 16, 48, T);
   bench_gdn(dev, 16, 48, T, GdnBench::Decode);
   const double att27 = bench_attention(dev, 24, 4, T, KvType::BF16);
@@ -1383,7 +1396,7 @@ void bench_all(CudaDevice& dev) {
   const double h_sdn = bench_qgemm(dev, "35B shared expert down", 2048, 512, 4, T);
   const MoeTimes mt = bench_moe(dev, 256, 512, 2048, T, 8);
   const double gdn35 = bench_gdn(dev, 16, 32, T, GdnBench::Recurrent);
-  bench_gdn(dev, 16, 32, T, GdnBench::Lazy);
+  bench_gdn(dev, 16, 32, T, GdnBench::Lazy8);
   bench_gdn_chunked(dev, 16, 32, T);
   const double att35 = bench_attention(dev, 16, 2, T, KvType::BF16);
   const double moe35 = h_router + h_sgu + h_sdn + 2 * p_x35 + mt.sort + mt.gather + mt.gate_up + mt.prep_down + mt.down +
@@ -1445,7 +1458,7 @@ int main(int argc, char** argv) {
       if (bench)
         phase("bench", [&] {
           for (const int64_t Hv : {48, 32})
-            for (const GdnBench f : {GdnBench::Recurrent, GdnBench::Lazy}) bench_gdn(dev, 16, Hv, 512, f);
+            for (const GdnBench f : {GdnBench::Recurrent, GdnBench::Lazy4, GdnBench::Lazy8}) bench_gdn(dev, 16, Hv, 512, f);
           bench_gdn_chunked(dev, 16, 48, 512);
         });
       return finish_report(json, t0);

@@ -142,32 +142,43 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_kernel(float* __restrict
 }
 
 // ---------------------------------------------------------------- v3: lazy decay (gdn_prefill_lazy)
-// v1 above is bound by shared memory (ncu, H100, 27B T = 512: L1 74% busy, MIO the top stall, 124
-// instructions a token a warp): each of a warp's 4 row groups of 8 lanes reads the whole k and q
-// vectors, 8 LDS.128 (32 wavefronts) a token for 4 rows. v3 keeps a block's 16 rows and 4 warps of 4
-// rows, but a lane holds 4 columns (4 lane .. 4 lane + 3) of all 4 rows of its warp, so a token's k
-// and q cost one LDS.128 each (8 wavefronts), and the state is kept as S = c R (c one scalar a
-// block: the decay is per head):
-//   a_r = R_r k, b_r = R_r q (8 partial sums a lane);
+// v1 above is bound by shared memory and latency (ncu, H100, 27B T = 512: L1 74% busy, MIO the top
+// stall, 124 instructions a token a warp): each of a warp's 4 row groups of 8 lanes reads the whole k
+// and q vectors, 8 LDS.128 (32 wavefronts) a token for 4 rows. v3 gives a warp RW rows (4 or 8) and
+// a lane 4 columns (4 lane .. 4 lane + 3) of all of them, so a token's k and q cost one LDS.128 each
+// (8 wavefronts) for RW rows, and keeps the state as S = c R (c one scalar a block: the decay is per
+// head):
+//   a_r = R_r k, b_r = R_r q (2 RW partial sums a lane);
 //   c' = e^g c;  m_r = c' a_r;  d_r = beta (v_r - m_r);  o_r = c' b_r + d_r (k.q);  R_r <- R_r + (d_r / c') k
 // (e^g S k = c' R k;  o = S' q = c' R q + d k.q), three FMA passes a token instead of four. c' below
 // 2^-60 folds into R (R <- c' R, c' = 1; also when e^g underflows to 0); S = c R is written back at
-// the end. The 8 partial sums are reduce-scattered over the warp in 9 shuffles without selects: lanes
-// 16..31 take q as their first operand and k as their second (x1 / x2), and lane L's register slot i
-// holds row i ^ ((L >> 2) & 3), so every exchange sends slots that the partner keeps. Lane L then
-// holds the full sum for row (L >> 2) & 3: a (lanes 0..15) or b (lanes 16..31); the a lanes compute
-// d, 4 shuffles bring each lane the d of its slots' rows (a b lane's slot 0 is its own row, for o).
-// e^g and k.q are per token and head, computed once a chunk into shared memory. Same results up to
-// fp32 reassociation (prefill_check: NMSE vs ops::gdn_step).
-// v3a (session 19, measured and replaced): the lazy decay on v1's layout, 243.6 µs vs v1's 180.2.
+// the end. The partial sums are reduce-scattered over the warp without selects: lanes 16..31 take q
+// as their first operand and k as their second (x1 / x2), and lane L's register slot i holds row
+// i ^ perm(L), perm(L) = (L >> SH) & (RW - 1) with SH = 4 - log2 RW, so every exchange (xor 16, 8, ..,
+// 2^SH) sends slots the partner keeps; xor 2^SH-1 .. 1 then finish the sum. Lane L holds the sum for
+// row perm(L): a on lanes 0..15, b on lanes 16..31; the a lanes compute d, RW shuffles bring each lane
+// the d of its slots' rows (a b lane's slot 0 is its own row, for o). e^g, k.q and beta are per token
+// and head, staged once a chunk in shared memory. Same results up to fp32 reassociation
+// (prefill_check: NMSE vs ops::gdn_step, both RW).
+// Session 19 (H100/H200, 27B T = 512): v3a (the lazy decay on v1's layout) 243.6 µs vs v1's 180.2;
+// v3b (RW = 4) 204.9 vs 181.1 — 156 instructions a token a warp (ncu), issue-bound at 2.9 warps a
+// scheduler. v3c: RW = 8 (twice the rows over the same loads and reductions), 1/c' hoisted out of the
+// token's dependency chain as one rcp.approx, addresses of the staged chunk computed once a chunk.
 constexpr float kRenorm = 8.6736174e-19f;  // 2^-60
 
-__global__ void __launch_bounds__(kThreads) gdn_prefill_lazy_kernel(float* __restrict__ S, const float* __restrict__ q,
-                                                                    const float* __restrict__ k,
-                                                                    const float* __restrict__ v,
-                                                                    const float* __restrict__ g,
-                                                                    const float* __restrict__ beta, int T, int Hk,
-                                                                    int Hv, float* __restrict__ o) {
+__device__ __forceinline__ float rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+template <int RW>
+__global__ void __launch_bounds__(kRowsPerBlock / RW * 32) gdn_prefill_lazy_kernel(
+    float* __restrict__ S, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    const float* __restrict__ g, const float* __restrict__ beta, int T, int Hk, int Hv, float* __restrict__ o) {
+  constexpr int NT = kRowsPerBlock / RW * 32;  // threads a block
+  constexpr int SH = RW == 8 ? 1 : 2;          // perm = (lane >> SH) & (RW - 1)
+  static_assert(RW == 4 || RW == 8, "4 or 8 rows a warp");
   pdl_begin();
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Stage* st = reinterpret_cast<Stage*>(smem_raw);                      // [2]
@@ -177,34 +188,34 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_lazy_kernel(float* __res
   const int h = blockIdx.x / (kD / kRowsPerBlock);
   const int row0 = (blockIdx.x % (kD / kRowsPerBlock)) * kRowsPerBlock;
   const int kh = h / (Hv / Hk);
-  const int perm = (lane >> 2) & 3;  // slot i holds row i ^ perm of the warp's 4
-  const bool qfirst = lane >= 16;    // x1 = q, x2 = k (else x1 = k, x2 = q)
-  const int wr = row0 + warp * 4;    // the warp's first row of S
+  const int perm = (lane >> SH) & (RW - 1);  // slot i holds row i ^ perm of the warp's RW
+  const bool qfirst = lane >= 16;            // x1 = q, x2 = k (else x1 = k, x2 = q)
+  const int wr = warp * RW;                  // the warp's first row within the block
 
   auto load = [&](int buf, int t0) {
     Stage& s = st[buf];
     const int n = min(kChunk, T - t0);
-    for (int c = tid; c < n * 32; c += kThreads) {
+    for (int c = tid; c < n * 32; c += NT) {
       const int t = c >> 5, j = c & 31;
       const size_t off = (static_cast<size_t>(t0 + t) * Hk + kh) * kD + j * 4;
       cp16(&s.k[t][j * 4], k + off);
       cp16(&s.q[t][j * 4], q + off);
     }
-    for (int c = tid; c < n * 4; c += kThreads) {
+    for (int c = tid; c < n * 4; c += NT) {
       const int t = c >> 2, j = c & 3;
       cp16(&s.v[t][j * 4], v + (static_cast<size_t>(t0 + t) * Hv + h) * kD + row0 + j * 4);
     }
-    for (int c = tid; c < n; c += kThreads) {
+    for (int c = tid; c < n; c += NT) {
       cp4(&s.g[c], g + static_cast<size_t>(t0 + c) * Hv + h);
       cp4(&s.beta[c], beta + static_cast<size_t>(t0 + c) * Hv + h);
     }
     asm volatile("cp.async.commit_group;\n" ::);
   };
 
-  float4 r[4];  // slot i: row wr + (i ^ perm), columns 4 lane .. 4 lane + 3
-  const float* sbase = S + (static_cast<size_t>(h) * kD + wr) * kD + 4 * lane;
+  float4 r[RW];  // slot i: row row0 + wr + (i ^ perm), columns 4 lane .. 4 lane + 3
+  const float* sbase = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) r[i] = *reinterpret_cast<const float4*>(sbase + (i ^ perm) * kD);
+  for (int i = 0; i < RW; ++i) r[i] = *reinterpret_cast<const float4*>(sbase + (i ^ perm) * kD);
   float c = 1.0f;  // S = c R (block-uniform)
 
   load(0, 0);
@@ -219,7 +230,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_lazy_kernel(float* __res
     }
     __syncthreads();
     const Stage& sg = st[ch & 1];
-    for (int t = warp; t < n; t += kThreads / 32) {  // the chunk's per-token scalars, a warp a token
+    for (int t = warp; t < n; t += NT / 32) {  // the chunk's per-token scalars, a warp a token
       const float4 a = *reinterpret_cast<const float4*>(&sg.k[t][4 * lane]);
       const float4 b = *reinterpret_cast<const float4*>(&sg.q[t][4 * lane]);
       float p = __fmaf_rn(a.x, b.x, __fmaf_rn(a.y, b.y, __fmaf_rn(a.z, b.z, __fmul_rn(a.w, b.w))));
@@ -228,47 +239,54 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_lazy_kernel(float* __res
       if (lane == 0) tk[t] = make_float4(expf(sg.g[t]), p, sg.beta[t], 0.0f);
     }
     __syncthreads();
+    const float* px1 = (qfirst ? &sg.q[0][0] : &sg.k[0][0]) + 4 * lane;  // this lane's columns, token 0
+    const float* px2 = (qfirst ? &sg.k[0][0] : &sg.q[0][0]) + 4 * lane;
+    const float* pv = &sg.v[0][wr + perm];
     for (int t = 0; t < n; ++t) {
-      const float4 kv = *reinterpret_cast<const float4*>(&sg.k[t][4 * lane]);
-      const float4 qv = *reinterpret_cast<const float4*>(&sg.q[t][4 * lane]);
-      const float4 x1 = qfirst ? qv : kv, x2 = qfirst ? kv : qv;
       const float4 tt = tk[t];
-      const float vr = sg.v[t][warp * 4 + perm];
-      float p[8];  // p[i] = R_slot i . x1, p[4 + i] = R_slot i . x2 (this lane's 4 columns)
+      float cn = __fmul_rn(c, tt.x);  // c' (the dots below use it before any renormalisation)
+      const bool renorm = cn < kRenorm;  // block-uniform
+      c = renorm ? 1.0f : cn;
+      const float inv = renorm ? 1.0f : rcp_approx(cn);
+      const float4 x1 = *reinterpret_cast<const float4*>(px1 + t * kD);
+      const float4 x2 = *reinterpret_cast<const float4*>(px2 + t * kD);
+      const float vr = pv[t * kRowsPerBlock];
+      float p[2 * RW];  // p[i] = R_slot i . x1, p[RW + i] = R_slot i . x2 (this lane's 4 columns)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < RW; ++i) {
         p[i] = __fmaf_rn(r[i].w, x1.w, __fmaf_rn(r[i].z, x1.z, __fmaf_rn(r[i].y, x1.y, __fmul_rn(r[i].x, x1.x))));
-        p[4 + i] = __fmaf_rn(r[i].w, x2.w, __fmaf_rn(r[i].z, x2.z, __fmaf_rn(r[i].y, x2.y, __fmul_rn(r[i].x, x2.x))));
+        p[RW + i] = __fmaf_rn(r[i].w, x2.w, __fmaf_rn(r[i].z, x2.z, __fmaf_rn(r[i].y, x2.y, __fmul_rn(r[i].x, x2.x))));
       }
-      // reduce-scatter: keep slots 0..3 of x1 + the partner's x2 sums (the partner's x2 is this lane's x1)
+      // reduce-scatter: keep the x1 sums of slots 0..RW-1 plus the partner's x2 sums (its x2 is this
+      // lane's x1), then halve the slots at each exchange; the last 4 - log2 RW exchanges finish the sum
 #pragma unroll
-      for (int i = 0; i < 4; ++i) p[i] = __fadd_rn(p[i], __shfl_xor_sync(0xffffffffu, p[4 + i], 16));
+      for (int i = 0; i < RW; ++i) p[i] = __fadd_rn(p[i], __shfl_xor_sync(0xffffffffu, p[RW + i], 16));
 #pragma unroll
-      for (int i = 0; i < 2; ++i) p[i] = __fadd_rn(p[i], __shfl_xor_sync(0xffffffffu, p[2 + i], 8));
-      float sum = __fadd_rn(p[0], __shfl_xor_sync(0xffffffffu, p[1], 4));
-      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 2));
-      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 1));
+      for (int w = RW / 2, m = 8; w >= 1; w >>= 1, m >>= 1)
+#pragma unroll
+        for (int i = 0; i < w; ++i) p[i] = __fadd_rn(p[i], __shfl_xor_sync(0xffffffffu, p[w + i], m));
+      float sum = p[0];
+#pragma unroll
+      for (int m = (1 << SH) >> 1; m >= 1; m >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, m));
       // lanes 0..15: sum = a of row perm; lanes 16..31: b of row perm
-      float cn = __fmul_rn(c, tt.x);
       const float dl = __fmul_rn(tt.z, __fsub_rn(vr, __fmul_rn(cn, sum)));  // meaningful on lanes 0..15
-      float dv[4];
+      float dv[RW];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) dv[i] = __shfl_sync(0xffffffffu, dl, 4 * (i ^ perm));
-      if (qfirst && (lane & 3) == 0) os[t * kRowsPerBlock + warp * 4 + perm] = __fmaf_rn(cn, sum, __fmul_rn(dv[0], tt.y));
-      if (cn < kRenorm) {  // block-uniform: fold c' into R
+      for (int i = 0; i < RW; ++i) dv[i] = __shfl_sync(0xffffffffu, dl, (i ^ perm) << SH);
+      if (qfirst && (lane & ((1 << SH) - 1)) == 0)
+        os[t * kRowsPerBlock + wr + perm] = __fmaf_rn(cn, sum, __fmul_rn(dv[0], tt.y));
+      if (renorm) {  // fold c' into R
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < RW; ++i) {
           r[i].x = __fmul_rn(r[i].x, cn);
           r[i].y = __fmul_rn(r[i].y, cn);
           r[i].z = __fmul_rn(r[i].z, cn);
           r[i].w = __fmul_rn(r[i].w, cn);
         }
-        cn = 1.0f;
       }
-      c = cn;
-      const float inv = __frcp_rn(cn);
+      const float4 kv = qfirst ? x2 : x1;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < RW; ++i) {
         const float dd = __fmul_rn(dv[i], inv);
         r[i].x = __fmaf_rn(dd, kv.x, r[i].x);
         r[i].y = __fmaf_rn(dd, kv.y, r[i].y);
@@ -277,16 +295,16 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_lazy_kernel(float* __res
       }
     }
     __syncthreads();  // os and tk complete; stage ch&1 free for the load of chunk ch+2
-    for (int cc = tid; cc < n * 4; cc += kThreads) {
+    for (int cc = tid; cc < n * 4; cc += NT) {
       const int t = cc >> 2, j = cc & 3;
       *reinterpret_cast<float4*>(o + (static_cast<size_t>(t0 + t) * Hv + h) * kD + row0 + j * 4) =
           *reinterpret_cast<const float4*>(os + t * kRowsPerBlock + j * 4);
     }
     __syncthreads();  // os read before the next chunk overwrites it
   }
-  float* sout = S + (static_cast<size_t>(h) * kD + wr) * kD + 4 * lane;
+  float* sout = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < RW; ++i)
     *reinterpret_cast<float4*>(sout + (i ^ perm) * kD) =
         make_float4(__fmul_rn(c, r[i].x), __fmul_rn(c, r[i].y), __fmul_rn(c, r[i].z), __fmul_rn(c, r[i].w));
 }
@@ -312,14 +330,21 @@ void gdn_prefill(CudaDevice& dev, float* S, const float* q, const float* k, cons
 }
 
 void gdn_prefill_lazy(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
-                      const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o) {
+                      const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o,
+                      int rows_per_warp) {
   check_args(T, Hk, Hv, Dk, Dv);
+  MERE_CHECK(rows_per_warp == 4 || rows_per_warp == 8, "cuda gdn_prefill_lazy", "rows a warp: expected 4 or 8, got ",
+             rows_per_warp);
   DeviceGuard guard(dev.ordinal());
   const int smem = static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float) + kChunk * sizeof(float4));
-  MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_lazy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int blocks = static_cast<int>(Hv * (kD / kRowsPerBlock));
-  launch("gdn_prefill_lazy_kernel", gdn_prefill_lazy_kernel, blocks, kThreads, smem, dev.stream(), S, q, k, v, g, beta,
-         static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
+  auto run = [&](auto kernel, int threads) {
+    MERE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    launch("gdn_prefill_lazy_kernel", kernel, blocks, threads, smem, dev.stream(), S, q, k, v, g, beta,
+           static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
+  };
+  if (rows_per_warp == 8) run(gdn_prefill_lazy_kernel<8>, kRowsPerBlock / 8 * 32);
+  else run(gdn_prefill_lazy_kernel<4>, kRowsPerBlock / 4 * 32);
 }
 
 }  // namespace mere::cuda

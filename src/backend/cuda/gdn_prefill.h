@@ -21,10 +21,12 @@ void gdn_prefill(CudaDevice& dev, float* S, const float* q, const float* k, cons
                  const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);
 
 // The same recurrence and arguments with the state held as S = c R (c a scalar a head, folded into R
-// below 2^-60): a token costs three 16-element FMA passes instead of four and its two dot products
-// (R k, R q) reduce together, so o = c' R q + d (k.q) leaves the per-token chain. Equal to
-// gdn_prefill up to fp32 reassociation (session 19; MERE_CUDA_GDN_PREFILL=lazy, gdn_prefill.cu).
+// below 2^-60): a token costs three FMA passes over the state instead of four, its two dot products
+// (R k, R q) reduce together (o = c' R q + d (k.q)), and a warp's lanes each hold 4 columns of
+// rows_per_warp (4 or 8) rows, so k and q are read once a warp. Equal to gdn_prefill up to fp32
+// reassociation (session 19; MERE_CUDA_GDN_PREFILL=lazy, gdn_prefill.cu v3).
 void gdn_prefill_lazy(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
-                      const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);
+                      const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o,
+                      int rows_per_warp = 8);
 
 }  // namespace mere::cuda
