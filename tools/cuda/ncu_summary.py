@@ -1,7 +1,9 @@
 """Per-kernel time of one forward from `ncu --csv --metrics gpu__time_duration.sum` output, grouped by
 kernel name, sorted by time: the decode step of a 1-token bench run (second embedding .. argmax),
-with --first the first forward (a bench run's prefill: first embedding .. argmax), or with --all every
-captured launch, per pass (the launches divided by the embedding count)."""
+with --first the first forward (a bench run's prefill: first embedding .. argmax), or with --all the
+whole passes among the captured launches (embedding to embedding; a pass cut off by the launch count
+is left out: session 18 divided every captured launch by the embedding count, and a capture of 2.28
+passes read as 3, docs/speculation.md)."""
 import collections, csv, re, sys
 
 rows = []
@@ -21,14 +23,19 @@ for r in csv.DictReader(lines):
 embeds = [i for i, (n, _) in enumerate(rows) if n.startswith("embed")]
 start = embeds[0] if first and embeds else (embeds[1] if len(embeds) > 1 else 0)
 end = next((i + 1 for i, (n, _) in enumerate(rows) if i >= start and n.startswith("argmax")), len(rows))
-step = rows if every else rows[start:end]
-passes = max(1, sum(1 for n, _ in rows if n.startswith("embed"))) if every else 1
+if every:  # whole passes only: from the first embedding to the last one (which starts the cut-off pass)
+    whole = embeds[-1] if len(embeds) > 1 else len(rows)
+    step = rows[embeds[0] if embeds else 0:whole]
+    passes = max(1, len(embeds) - 1) if len(embeds) > 1 else 1
+else:
+    step = rows[start:end]
+    passes = 1
 agg = collections.defaultdict(lambda: [0, 0.0])
 for n, v in step:
     agg[n][0] += 1
     agg[n][1] += v
 total = sum(v for _, v in step)
-what = "every captured launch" if every else ("first forward" if first else "one decode step (T=1)")
+what = "whole passes" if every else ("first forward" if first else "one decode step (T=1)")
 print("%s (no graph): %d kernels, %.1f us of kernel time; %d passes, %.1f us a pass" % (what, len(step), total, passes, total / passes))
 for n, (c, v) in sorted(agg.items(), key=lambda x: -x[1][1]):
     print("  %-40s %5d launches %9.1f us  %5.1f%%" % (n, c, v, 100 * v / total if total else 0))

@@ -160,10 +160,12 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_kernel(float* __restrict
 // the d of its slots' rows (a b lane's slot 0 is its own row, for o). e^g, k.q and beta are per token
 // and head, staged once a chunk in shared memory. Same results up to fp32 reassociation
 // (prefill_check: NMSE vs ops::gdn_step, both RW).
-// Session 19 (H100/H200, 27B T = 512): v3a (the lazy decay on v1's layout) 243.6 µs vs v1's 180.2;
-// v3b (RW = 4) 204.9 vs 181.1 — 156 instructions a token a warp (ncu), issue-bound at 2.9 warps a
-// scheduler. v3c: RW = 8 (twice the rows over the same loads and reductions), 1/c' hoisted out of the
-// token's dependency chain as one rcp.approx, addresses of the staged chunk computed once a chunk.
+// Measured (session 19, 27B / 35B-A3B shapes, T = 512; docs/cuda-kernels.md "GDN prefill v3"): v3a
+// (the lazy decay on v1's layout) 243.6 µs vs v1's 180.2 (H100); v3b (RW = 4) 204.9 vs 181.1 (H200;
+// 156 instructions a token a warp); v3c (this code: 1/c' off the token's chain as one rcp.approx,
+// the staged chunk's addresses once a chunk) RW = 4 181.4 / 154.5 vs v1 181.4 / 156.2 µs, RW = 8
+// 224.7 / 181.0 (H100). Not faster than v1, so opt-in (MERE_CUDA_GDN_PREFILL=lazy, RW = 4); kept as
+// the measured base of a form that reduces several tokens' dot products in one exchange.
 constexpr float kRenorm = 8.6736174e-19f;  // 2^-60
 
 __device__ __forceinline__ float rcp_approx(float x) {

@@ -24,9 +24,10 @@ void gdn_prefill(CudaDevice& dev, float* S, const float* q, const float* k, cons
 // below 2^-60): a token costs three FMA passes over the state instead of four, its two dot products
 // (R k, R q) reduce together (o = c' R q + d (k.q)), and a warp's lanes each hold 4 columns of
 // rows_per_warp (4 or 8) rows, so k and q are read once a warp. Equal to gdn_prefill up to fp32
-// reassociation (session 19; MERE_CUDA_GDN_PREFILL=lazy, gdn_prefill.cu v3).
+// reassociation (session 19; MERE_CUDA_GDN_PREFILL=lazy, gdn_prefill.cu v3). Measured no faster than
+// gdn_prefill (4 rows a warp: equal at 27B, -1% at 35B-A3B; 8 rows: +24% / +16%), so opt-in.
 void gdn_prefill_lazy(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                       const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o,
-                      int rows_per_warp = 8);
+                      int rows_per_warp = 4);
 
 }  // namespace mere::cuda
