@@ -78,7 +78,10 @@ void PrefillGemmChoices::measure(CudaDevice& dev, const std::vector<QWeightView>
   dev.synchronize("prefill GEMM choice");
 }
 
-bool PrefillGemmChoices::ws(const QWeightView& W) const {
+bool PrefillGemmChoices::ws(const CudaDevice& dev, const QWeightView& W) const {
+  // a shape is measured on its first supported matrix; another of the same shape may still be one the
+  // ws GEMM cannot read (MERE_CUDA_QMATVEC=mma uploads dense matrices tiled, the experts stay MLX)
+  if (!wgemm_supported(dev, W)) return false;
   for (const PrefillGemmChoice& c : records_)
     if (c.rows == W.rows && c.cols == W.cols) return c.ws;
   return false;

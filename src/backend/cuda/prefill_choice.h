@@ -30,8 +30,9 @@ class PrefillGemmChoices {
   // scratch allocated here). blas must hold the largest matrix; ws must be a warp-specialised form.
   void measure(CudaDevice& dev, const std::vector<QWeightView>& mats, BlasGemm& blas, WgemmStreamK& ws,
                const uint16_t* xq, int64_t T);
-  // Whether W's shape was measured faster on the wgmma GEMM (false for shapes never measured).
-  bool ws(const QWeightView& W) const;
+  // Whether W is a matrix the wgmma GEMM reads and its shape was measured faster there (false for
+  // shapes never measured and for layouts it cannot read, such as tiled weights).
+  bool ws(const CudaDevice& dev, const QWeightView& W) const;
   const std::vector<PrefillGemmChoice>& records() const { return records_; }
   // "[rows,cols] ws 172.1 us (blas 205.4); ..." ("" before measure)
   std::string summary() const;

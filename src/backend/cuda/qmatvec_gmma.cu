@@ -37,7 +37,6 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/env_choice.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_int.h"
@@ -60,12 +59,6 @@ int gm_resident_warps() {
     MERE_CHECK(end != e && *end == 0 && w >= 4 && w <= 64, "qmatvec", "MERE_CUDA_GM_WARPS must be an integer in 4..64, got '", e, "'");
     return static_cast<int>(w);
   }();
-  return v;
-}
-// MERE_CUDA_GM_QUAD=1: launches of T = 5..8 rows on the two-batch shape (MERE_CUDA_GM=db4) run a warp
-// a quad of tokens (the kernel's QD), read once per process. Opt-in until measured (session 19).
-bool gm_quads() {
-  static const bool v = env_choice("MERE_CUDA_GM_QUAD", {"0", "1"}) == 1;
   return v;
 }
 constexpr uint32_t kNib = 0x0F0F0F0Fu;
@@ -116,18 +109,11 @@ __host__ __device__ constexpr size_t gm_smem_bytes(int T, int GW) {
 // K-splits a block holds), double-buffered with cp.async: the block copies window w + 1 while its
 // warps compute window w, one barrier a window (v9; v8 read x from global memory at each group and
 // waited for an L2 round trip there: 21-25% of copy, docs/cuda-kernels.md §1 "v9").
-// QD (token quads, T >= 5): a unit is also one quad of tokens (4 q .. 4 q + 3), so a (tile, split)
-// is NQ = ceil(T / 4) warps of at most 4 tokens each instead of one warp of T: each warp runs one D01
-// and one D2 n-tile (the D2 tile q / 2 also holds the other quad's digit 2; it is computed twice),
-// the warps of a tile read its codes NQ times, and the instructions a group a warp are T = 4's. A
-// token's digit sums are the same exact integers and its fp32 chain the same, so every token's result
-// is bitwise the one without quads (batch-width invariance holds by the same argument).
-template <int T, int P, int G, bool DB, int GW, bool QD = false>
+template <int T, int P, int G, bool DB, int GW>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     qmatvec_gmma_kernel(const GmArgs args, const uint4* __restrict__ gdg, const float2* __restrict__ gsx2, int cols) {
-  constexpr int NQ = QD ? (T + 3) / 4 : 1;  // warps (token quads) a (tile, split)
-  constexpr int NJ = QD ? 1 : (T + 3) / 4;  // D01 n-tiles a warp; also the tokens t + 4k a lane holds
-  constexpr int NP = QD ? 1 : (T + 7) / 8;  // D2 n-tiles a warp
+  constexpr int NJ = (T + 3) / 4;  // D01 n-tiles; also the tokens t + 4k a lane holds
+  constexpr int NP = (T + 7) / 8;  // D2 n-tiles
   constexpr int GU = 12 * T;       // uint4 of digits a group
   extern __shared__ __align__(16) unsigned char gm_smem[];
   uint4* const sdg = reinterpret_cast<uint4*>(gm_smem);                  // [2][GW][GU]
@@ -142,10 +128,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     if (i < args.n && unit0 >= args.m[i - 1].unit_end) M = args.m[i], ubegin = args.m[i - 1].unit_end;
   const int S = M.splits;  // block-uniform, a power of two <= 8
   const int lw = __ffs(GW / S) - 1;  // log2 of the groups a split has in a window
-  const int unit = unit0 - ubegin + wib;  // ((tile * NQ) + quad) * S + split: a tile's splits are adjacent
-  const int tq = unit / S, split = unit - tq * S;
-  const int tile = tq / NQ, quad = tq - tile * NQ;
-  const int j0 = QD ? quad : 0, p0 = QD ? quad >> 1 : 0;  // the warp's first D01 / D2 n-tile
+  const int unit = unit0 - ubegin + wib;
+  const int tile = unit / S, split = unit - tile * S;
   const int ng = cols >> 6;
   const int nmax = (ng + S - 1) / S;  // the largest split: the block's loop count (barriers)
   const bool active = tile < (M.rows + 15) >> 4;
@@ -204,12 +188,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   int bj[NJ], bp[NP];
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
-    const int tok = min(4 * (j0 + j) + (g >> 1), T - 1);
+    const int tok = min(4 * j + (g >> 1), T - 1);
     bj[j] = ((g & 1) * T + tok) * 4 + t;
   }
 #pragma unroll
   for (int q = 0; q < NP; ++q) {
-    const int tok = min(8 * (p0 + q) + 4 * (g & 1) + (g >> 1), T - 1);
+    const int tok = min(8 * q + 4 * (g & 1) + (g >> 1), T - 1);
     bp[q] = (2 * T + tok) * 4 + t;
   }
 
@@ -247,23 +231,13 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     const float scb = qm::bf16_to_f32(static_cast<uint16_t>(Q.y & 0xFFFFu)), bib = qm::bf16_to_f32(static_cast<uint16_t>(Q.y >> 16));
 #pragma unroll
     for (int k = 0; k < NJ; ++k) {
-      const int kg = j0 + k;                          // the D01 tile's global index
-      const float2 gs = gs2[min(4 * kg + t, T - 1)];  // {2^-e, sum of the group}
-      int d2a, d2b;  // digit-2 sums of rows g, g + 8 for this lane's token (selects: no local memory)
-      if constexpr (QD) {
-        const bool hi = (quad & 1) != 0;
-        d2a = hi ? c2[0][1] : c2[0][0];
-        d2b = hi ? c2[0][3] : c2[0][2];
-      } else {
-        d2a = c2[k >> 1][k & 1];
-        d2b = c2[k >> 1][2 + (k & 1)];
-      }
-      const int Va = (d2a * 256 + c01[k][1]) * 256 + c01[k][0];
-      const int Vb = (d2b * 256 + c01[k][3]) * 256 + c01[k][2];
+      const float2 gs = gs2[min(4 * k + t, T - 1)];  // {2^-e, sum of the group}
+      const int Va = (c2[k >> 1][k & 1] * 256 + c01[k][1]) * 256 + c01[k][0];
+      const int Vb = (c2[k >> 1][2 + (k & 1)] * 256 + c01[k][3]) * 256 + c01[k][2];
       const float qxa = __fmul_rn(__int2float_rn(Va), gs.x), qxb = __fmul_rn(__int2float_rn(Vb), gs.x);
       const float na = __fmaf_rn(sca, qxa, __fmaf_rn(bia, gs.y, acc[0][k]));
       const float nb = __fmaf_rn(scb, qxb, __fmaf_rn(bib, gs.y, acc[1][k]));
-      const bool on = keep && 4 * kg + t < T;
+      const bool on = keep && 4 * k + t < T;
       acc[0][k] = on ? na : acc[0][k];
       acc[1][k] = on ? nb : acc[1][k];
     }
@@ -325,7 +299,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   if (S == 1) {
 #pragma unroll
     for (int k = 0; k < NJ; ++k) {
-      const int tok = 4 * (j0 + k) + t;
+      const int tok = 4 * k + t;
       if (tok < T) {
         if (va) store(ra, tok, acc[0][k]);
         if (vb) store(rb, tok, acc[1][k]);
@@ -336,14 +310,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   // S > 1: the splits of a tile are warps wib - split .. wib - split + S - 1 of this block
 #pragma unroll
   for (int k = 0; k < NJ; ++k) {
-    const int tok = 4 * (j0 + k) + t;
+    const int tok = 4 * k + t;
     if (tok < T) part[wib][tok][g] = acc[0][k], part[wib][tok][g + 8] = acc[1][k];
   }
   __syncthreads();
   if (split != 0) return;
 #pragma unroll
   for (int k = 0; k < NJ; ++k) {
-    const int tok = 4 * (j0 + k) + t;
+    const int tok = 4 * k + t;
     if (tok >= T) continue;
     float va_sum = part[wib][tok][g], vb_sum = part[wib][tok][g + 8];
     for (int s = 1; s < S; ++s) va_sum = __fadd_rn(va_sum, part[wib + s][tok][g]), vb_sum = __fadd_rn(vb_sum, part[wib + s][tok][g + 8]);
@@ -362,12 +336,11 @@ struct GmVariant {
   int P, G;  // ring depth (or batch size with db), groups a step
   bool db;   // two batches of P instead of a ring
   GmFn fns[kMaxSkinnyRows];
-  GmFn qfns[kMaxSkinnyRows];  // token quads (QD), T >= 5; null where not compiled
 };
 
-template <int P, int G, bool DB, bool QUADS = false>
+template <int P, int G, bool DB>
 GmVariant make_gm() {
-  GmVariant v{P, G, DB, {}, {}};
+  GmVariant v{P, G, DB, {}};
   qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) {
     constexpr int T = decltype(t)::value;
     const GmFn fn = &qmatvec_gmma_kernel<T, P, G, DB, gm_window(T)>;
@@ -375,14 +348,6 @@ GmVariant make_gm() {
                                          static_cast<int>(gm_smem_bytes(T, gm_window(T)))));
     return fn;
   });
-  if constexpr (QUADS)
-    qm::fill_by_T<5, 8>(v.qfns, [](auto t) {
-      constexpr int T = decltype(t)::value;
-      const GmFn fn = &qmatvec_gmma_kernel<T, P, G, DB, gm_window(T), true>;
-      MERE_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(gm_smem_bytes(T, gm_window(T)))));
-      return fn;
-    });
   return v;
 }
 
@@ -396,7 +361,7 @@ int step_of(const QMatvecConfig& cfg) { return cfg.warps > 0 ? cfg.warps : (db_o
 const GmVariant* find_gm(int P, int G, bool db) {
   static const GmVariant table[] = {make_gm<6, 1, false>(), make_gm<4, 1, false>(), make_gm<4, 2, false>(), make_gm<6, 2, false>(),
                                     make_gm<8, 2, false>(), make_gm<4, 4, false>(), make_gm<8, 4, false>(),
-                                    make_gm<4, 2, true>(),  make_gm<4, 4, true, true>(),  make_gm<2, 2, true>()};
+                                    make_gm<4, 2, true>(),  make_gm<4, 4, true>(),  make_gm<2, 2, true>()};
   for (const GmVariant& v : table)
     if (v.P == P && v.G == G && v.db == db) return &v;
   return nullptr;
@@ -448,16 +413,6 @@ void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws,
   args.n = n;
   int64_t units = 0;
   int G = step_of(cfg);
-  for (int i = 0; i < n; ++i)  // a step's groups lie in one window of each split
-    while (G > 1 && G > gm_window(static_cast<int>(T)) / q4gm_splits(outs[i].W.rows, cols, sms)) G /= 2;
-  const int P = q4gm_ring(T, cfg);
-  G = std::min(G, P);  // two batches of 2 at T = 9
-  const GmVariant* v = find_gm(P, G, db_of(cfg));
-  MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", P,
-             " with ", G, " groups a step");
-  // token quads (MERE_CUDA_GM_QUAD=1) where compiled (T = 5..8, two batches of 4 groups)
-  const bool quads = gm_quads() && v->qfns[T - 1] != nullptr;
-  const int64_t NQ = quads ? (T + 3) / 4 : 1;
   for (int i = 0; i < n; ++i) {
     const QWeightView& W = outs[i].W;
     MERE_CHECK(W.tiled && W.bits == 4 && W.biases == nullptr &&
@@ -465,14 +420,19 @@ void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws,
                "qmatvec", "the group-integer kernel needs tiled 4-bit weights (16-byte aligned codes); matrix ", i,
                " is not");
     const int S = q4gm_splits(W.rows, cols, sms);
-    units += ((W.rows + 15) / 16 * S * NQ + kWarps - 1) / kWarps * kWarps;
+    while (G > 1 && G > gm_window(static_cast<int>(T)) / S) G /= 2;  // a step's groups lie in one window of each split
+    units += ((W.rows + 15) / 16 * S + kWarps - 1) / kWarps * kWarps;
     MERE_CHECK(units < (int64_t{1} << 30), "qmatvec", "too many rows for one launch");
     args.m[i] = GmMat{reinterpret_cast<const uint4*>(W.codes), reinterpret_cast<const uint2*>(W.scales), outs[i].y,
                       static_cast<int>(W.rows), static_cast<int>(units), S, outs[i].accumulate ? 1 : 0};
   }
+  const int P = q4gm_ring(T, cfg);
+  G = std::min(G, P);  // two batches of 2 at T = 9
+  const GmVariant* v = find_gm(P, G, db_of(cfg));
+  MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", P,
+             " with ", G, " groups a step");
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
-  const GmFn fn = quads ? v->qfns[T - 1] : v->fns[T - 1];
-  launch("qmatvec_gmma_kernel", fn, dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32),
+  launch("qmatvec_gmma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32),
          gm_smem_bytes(static_cast<int>(T), gm_window(static_cast<int>(T))), s, args, L.gdg, L.gsx2,
          static_cast<int>(cols));
 }

@@ -224,7 +224,7 @@ void CudaEngine::alloc_prefill() {
     // matrices left to it need
     dev_.fill_bytes(p->xq, 0, static_cast<size_t>(xq) * 2);
     p->choices.measure(dev_, dense, *p->blas, *p->streamk, p->xq, R);
-    const int64_t left = blas_weights([&](const QWeightView& W) { return p->choices.ws(W); });
+    const int64_t left = blas_weights([&](const QWeightView& W) { return p->choices.ws(dev_, W); });
     if (left == 0) p->blas.reset();
     else if (left < max_weights) p->blas = std::make_unique<BlasGemm>(dev_, left, blas_overlap_sms(dev_.sm_count()));
   }
@@ -250,7 +250,7 @@ void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*
       prepared = W->cols;
     }
     const QWeightView v = W->qview();
-    if (p.wgmma && (p.wgmma_auto ? p.choices.ws(v) : wgemm_takes(dev_, v))) {
+    if (p.wgmma && (p.wgmma_auto ? p.choices.ws(dev_, v) : wgemm_takes(dev_, v))) {
       wgemm(dev_, v, p.xq, T, y, W->rows, p.streamk.get());
       continue;
     }
