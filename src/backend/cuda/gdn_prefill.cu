@@ -3,30 +3,14 @@
 #include "backend/cuda/gdn_prefill.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gdn_prefill_stage.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
 namespace {
 
-constexpr int kD = 128, kRowsPerBlock = 16, kThreads = 128, kChunk = 32;
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp4(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src));
-}
-
-struct Stage {
-  float k[kChunk][kD];
-  float q[kChunk][kD];
-  float v[kChunk][kRowsPerBlock];
-  float g[kChunk];
-  float beta[kChunk];
-};
+using namespace gdn_stage;
+constexpr int kThreads = 128;
 
 __device__ __forceinline__ float sum8(float v) {  // over the 8 lanes of a row group
   v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -52,26 +36,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_kernel(float* __restrict
   const int rl = warp * 4 + sub;  // row within block
   const int i = row0 + rl;        // row of S (value dim)
 
-  auto load = [&](int buf, int t0) {
-    Stage& s = st[buf];
-    const int n = min(kChunk, T - t0);
-    // k, q: n tokens x 32 float4 each
-    for (int c = tid; c < n * 32; c += kThreads) {
-      const int t = c >> 5, j = c & 31;
-      const size_t off = (static_cast<size_t>(t0 + t) * Hk + kh) * kD + j * 4;
-      cp16(&s.k[t][j * 4], k + off);
-      cp16(&s.q[t][j * 4], q + off);
-    }
-    for (int c = tid; c < n * 4; c += kThreads) {
-      const int t = c >> 2, j = c & 3;
-      cp16(&s.v[t][j * 4], v + (static_cast<size_t>(t0 + t) * Hv + h) * kD + row0 + j * 4);
-    }
-    for (int c = tid; c < n; c += kThreads) {
-      cp4(&s.g[c], g + static_cast<size_t>(t0 + c) * Hv + h);
-      cp4(&s.beta[c], beta + static_cast<size_t>(t0 + c) * Hv + h);
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-  };
+  auto load = [&](int buf, int t0) { stage_chunk<kThreads>(st[buf], tid, t0, T, q, k, v, g, beta, Hk, Hv, kh, h, row0); };
 
   float4 s[4];
   float* srow = S + (static_cast<size_t>(h) * kD + i) * kD;
@@ -194,25 +159,7 @@ __global__ void __launch_bounds__(kRowsPerBlock / RW * 32) gdn_prefill_lazy_kern
   const bool qfirst = lane >= 16;            // x1 = q, x2 = k (else x1 = k, x2 = q)
   const int wr = warp * RW;                  // the warp's first row within the block
 
-  auto load = [&](int buf, int t0) {
-    Stage& s = st[buf];
-    const int n = min(kChunk, T - t0);
-    for (int c = tid; c < n * 32; c += NT) {
-      const int t = c >> 5, j = c & 31;
-      const size_t off = (static_cast<size_t>(t0 + t) * Hk + kh) * kD + j * 4;
-      cp16(&s.k[t][j * 4], k + off);
-      cp16(&s.q[t][j * 4], q + off);
-    }
-    for (int c = tid; c < n * 4; c += NT) {
-      const int t = c >> 2, j = c & 3;
-      cp16(&s.v[t][j * 4], v + (static_cast<size_t>(t0 + t) * Hv + h) * kD + row0 + j * 4);
-    }
-    for (int c = tid; c < n; c += NT) {
-      cp4(&s.g[c], g + static_cast<size_t>(t0 + c) * Hv + h);
-      cp4(&s.beta[c], beta + static_cast<size_t>(t0 + c) * Hv + h);
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-  };
+  auto load = [&](int buf, int t0) { stage_chunk<NT>(st[buf], tid, t0, T, q, k, v, g, beta, Hk, Hv, kh, h, row0); };
 
   float4 r[RW];  // slot i: row row0 + wr + (i ^ perm), columns 4 lane .. 4 lane + 3
   const float* sbase = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;

@@ -30,4 +30,14 @@ void gdn_prefill_lazy(CudaDevice& dev, float* S, const float* q, const float* k,
                       const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o,
                       int rows_per_warp = 4);
 
+// The same recurrence with 4 tokens an exchange (gdn_prefill_c4.cu has the math): the dot products of
+// 4 consecutive tokens against the state at their block's start are reduced together, then a 4 x 4
+// triangular recurrence a row gives their d from the tokens' Gram entries (k_i.k_j, k_i.q_j: one small
+// kernel a call, into `scratch`, gdn_c4_scratch_floats(T, Hk) floats owned by the caller). Equal to
+// gdn_prefill up to fp32 reassociation (session 19; MERE_CUDA_GDN_PREFILL=c4).
+int64_t gdn_c4_scratch_floats(int64_t T, int64_t Hk);
+void gdn_prefill_c4(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
+                    const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
+                    float* o);
+
 }  // namespace mere::cuda

@@ -5,7 +5,8 @@
 // moe_stream_gate_up + moe_stream (gemm_moe.h; qgemm_grouped with MERE_CUDA_MOE_PREFILL=grouped, the
 // wgmma expert kernels of gemm_wgmma.h with =wgmma) +
 // moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide heads; the lazy-decay
-// form with MERE_CUDA_GDN_PREFILL=lazy, the chunked WY/UT form with =chunked, gdn_chunked.h; the
+// form with MERE_CUDA_GDN_PREFILL=lazy, 4 tokens an exchange with =c4, the chunked WY/UT form with
+// =chunked, gdn_chunked.h; the
 // engine's generic recurrent kernel otherwise), attention through attention_prefill
 // (head_dim 256; the engine's split kernel otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
 // logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
@@ -44,6 +45,7 @@ struct CudaEngine::Prefill {
   bool generic_attn = false;  // head_dim != 256 or > 8 query heads a KV head: the engine's split kernel
   float *x, *xn, *o, *h, *ws;
   float* gdn_scratch;  // gdn_prefill_chunked's (MERE_CUDA_GDN_PREFILL=chunked with 128-wide heads), else null
+  float* gdn_c4_scratch;  // gdn_prefill_c4's Gram entries (MERE_CUDA_GDN_PREFILL=c4, 128-wide heads), else null
   bool gdn_lazy = false;  // MERE_CUDA_GDN_PREFILL=lazy: gdn_prefill_lazy for 128-wide heads
   uint16_t* xq;
   float *raw, *mixed, *z, *ga, *gb, *gq, *gk, *gv, *gg, *gbeta, *core, *gout;
@@ -105,12 +107,14 @@ int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wi
 bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >= 2048 && wgemm_supported(dev, W); }
 
 // MERE_CUDA_GDN_PREFILL, for 128-wide heads: recurrent (the default) runs gdn_prefill, lazy
-// gdn_prefill_lazy (the state as c R: gdn_prefill.h), chunked the WY/UT chunk form (gdn_chunked.h).
-enum class GdnPrefillForm { Recurrent, Lazy, Chunked };
+// gdn_prefill_lazy (the state as c R: gdn_prefill.h), c4 gdn_prefill_c4 (4 tokens an exchange),
+// chunked the WY/UT chunk form (gdn_chunked.h).
+enum class GdnPrefillForm { Recurrent, Lazy, C4, Chunked };
 GdnPrefillForm gdn_prefill_form() {
-  switch (env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "lazy", "chunked"})) {
+  switch (env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "lazy", "c4", "chunked"})) {
     case 1: return GdnPrefillForm::Lazy;
-    case 2: return GdnPrefillForm::Chunked;
+    case 2: return GdnPrefillForm::C4;
+    case 3: return GdnPrefillForm::Chunked;
     default: return GdnPrefillForm::Recurrent;
   }
 }
@@ -168,7 +172,9 @@ void CudaEngine::alloc_prefill() {
   for (const QWeightView& W : dense)
     for (int64_t t = kGemmRows; t <= R; t *= 2) ws = std::max(ws, qgemm_workspace_floats(dev_, W, t));
   const bool generic_attn = !(hd == 256 && nkv >= 1 && nh % nkv == 0 && nh / nkv <= 8);
-  const bool chunked_gdn = gdn_prefill_form() == GdnPrefillForm::Chunked && c.lin_k_dim == 128 && c.lin_v_dim == 128;
+  const bool gdn128 = c.lin_k_dim == 128 && c.lin_v_dim == 128;
+  const bool chunked_gdn = gdn_prefill_form() == GdnPrefillForm::Chunked && gdn128;
+  const bool c4_gdn = gdn_prefill_form() == GdnPrefillForm::C4 && gdn128;
   int64_t used = 0;
   char* base = nullptr;
   auto take = [&](int64_t floats) {
@@ -193,6 +199,7 @@ void CudaEngine::alloc_prefill() {
     p->row_token = reinterpret_cast<int32_t*>(take(R * K)), p->pair_row = reinterpret_cast<int32_t*>(take(R * K));
     p->ids = reinterpret_cast<int32_t*>(take(R)), p->pos = reinterpret_cast<int32_t*>(take(1));
     p->gdn_scratch = chunked_gdn ? take(gdn_chunked_scratch_floats(R, Hv)) : nullptr;
+    p->gdn_c4_scratch = c4_gdn ? take(gdn_c4_scratch_floats(R, c.lin_k_heads)) : nullptr;
     if (pass == 0) {
       p->buf = dev_.alloc(static_cast<size_t>(used) * 4, "prefill scratch (tensor-core path)");
       base = static_cast<char*>(p->buf.get());
@@ -287,6 +294,8 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
   k::gdn_prepare(s, p.mixed, p.ga, p.gb, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, p.gq, p.gk, p.gv, p.gg, p.gbeta);
   if (p.gdn_scratch)
     gdn_prefill_chunked(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.gdn_scratch, p.core);
+  else if (p.gdn_c4_scratch)
+    gdn_prefill_c4(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.gdn_c4_scratch, p.core);
   else if (Dk == 128 && Dv == 128 && p.gdn_lazy)
     gdn_prefill_lazy(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
   else if (Dk == 128 && Dv == 128) gdn_prefill(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);

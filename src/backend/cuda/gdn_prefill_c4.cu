@@ -1,0 +1,285 @@
+// GatedDeltaNet prefill, 4 tokens an exchange (gdn_prefill.h gdn_prefill_c4; MERE_CUDA_GDN_PREFILL=c4).
+//
+// Why: every single-token form pays, per token, one cross-lane reduction of its dot products and a
+// broadcast of d, ~300 cycles of shuffles on the token's dependency chain, and that chain bounds the
+// kernel (docs/cuda-kernels.md "GDN prefill v3": v1 181 µs at 27B T = 512, 124 instructions a token a
+// warp at 0.53 issued a scheduler). Here the dot products of 4 consecutive tokens against the state
+// at the block's start are reduced in one exchange, then a 4 x 4 triangular recurrence a row gives the
+// 4 tokens' d from scalars:
+//   with S_0 = c R at the block's start, Γ_j = e^{g_0} .. e^{g_j}, P_ij = Γ_j / Γ_i = e^{g_{i+1}} .. e^{g_j},
+//   A_j = R k_j, B_j = R q_j (one exchange for the 8 sums of a row);
+//   m_j = c Γ_j A_j + Σ_{i<j} P_ij (k_i.k_j) d_i;  d_j = beta_j (v_j - m_j);
+//   o_j = c Γ_j B_j + Σ_{i<=j} P_ij (k_i.q_j) d_i;
+//   S_3 = c Γ_3 R + Σ_i P_i3 d_i k_i = c' (R + Σ_i P_i3 d_i / c' k_i), c' = c Γ_3
+// (c' below 2^-60 folds into R, as in gdn_prefill_lazy). The Gram entries k_i.k_j and k_i.q_j of each
+// 4-token block and key head are computed once by gdn_gram4_kernel (shared by the Hv / Hk value heads
+// and the 8 row blocks of each) into a scratch of gdn_c4_scratch_floats(T, Hk) floats; the products
+// P_ij, Γ_j and the coefficients once a block a chunk in shared memory.
+// Layout: as gdn_prefill_lazy with 4 rows a warp — a lane holds 4 columns (4 lane .. 4 lane + 3) of
+// its warp's 4 rows, slot i = row i ^ ((lane >> 2) & 3), lanes 16..31 take q as their first operand.
+// The 32 partial sums a lane (2 kinds x 4 rows x 4 tokens) are reduce-scattered over lane bits 4, 3, 2
+// and summed over bits 1, 0, so the 4 lanes of a group hold A_0..3 (lanes 0..15) or B_0..3 (16..31)
+// of one row. Same results up to fp32 reassociation (prefill_check: NMSE vs ops::gdn_step).
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gdn_prefill.h"
+#include "backend/cuda/gdn_prefill_stage.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace mere::cuda {
+namespace {
+
+using namespace gdn_stage;
+constexpr int kThreads = 128;        // 4 warps x 4 rows = kRowsPerBlock
+constexpr int kBlocks = kChunk / 4;  // 4-token blocks a chunk
+constexpr int kCoef = 32;            // floats of coefficients a block (layout below)
+constexpr float kRenorm = 8.6736174e-19f;  // 2^-60
+
+__device__ __forceinline__ float rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float dot4(const float4& a, const float4& b) {
+  return __fmaf_rn(a.w, b.w, __fmaf_rn(a.z, b.z, __fmaf_rn(a.y, b.y, __fmul_rn(a.x, b.x))));
+}
+
+// Gram entries of each 4-token block b and key head: gram[(b * Hk + kh) * 16 + e], e = KK01 KK02 KK03
+// KK12 KK13 KK23 KQ00 KQ01 KQ02 KQ03 KQ11 KQ12 KQ13 KQ22 KQ23 KQ33 (KQij = k_i . q_j); tokens past T
+// count as zero vectors. One warp a (block, key head).
+__global__ void __launch_bounds__(128) gdn_gram4_kernel(const float* __restrict__ q, const float* __restrict__ k, int T,
+                                                        int Hk, float* __restrict__ gram) {
+  pdl_begin();
+  const int wid = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+  const int nb = (T + 3) / 4;
+  if (wid >= nb * Hk) return;
+  const int b = wid / Hk, kh = wid - b * Hk;
+  float4 kk[4], qq[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int t = 4 * b + j;
+    const size_t off = (static_cast<size_t>(t) * Hk + kh) * kD + 4 * lane;
+    kk[j] = t < T ? *reinterpret_cast<const float4*>(k + off) : make_float4(0.f, 0.f, 0.f, 0.f);
+    qq[j] = t < T ? *reinterpret_cast<const float4*>(q + off) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  float p[16] = {dot4(kk[0], kk[1]), dot4(kk[0], kk[2]), dot4(kk[0], kk[3]), dot4(kk[1], kk[2]),
+                 dot4(kk[1], kk[3]), dot4(kk[2], kk[3]), dot4(kk[0], qq[0]), dot4(kk[0], qq[1]),
+                 dot4(kk[0], qq[2]), dot4(kk[0], qq[3]), dot4(kk[1], qq[1]), dot4(kk[1], qq[2]),
+                 dot4(kk[1], qq[3]), dot4(kk[2], qq[2]), dot4(kk[2], qq[3]), dot4(kk[3], qq[3])};
+#pragma unroll
+  for (int e = 0; e < 16; ++e)
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1) p[e] = __fadd_rn(p[e], __shfl_xor_sync(0xffffffffu, p[e], off));
+  if (lane == 0) {
+    float4* out = reinterpret_cast<float4*>(gram + (static_cast<size_t>(b) * Hk + kh) * 16);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = make_float4(p[4 * e], p[4 * e + 1], p[4 * e + 2], p[4 * e + 3]);
+  }
+}
+
+// Coefficients of one 4-token block (kCoef floats): [0..3] Γ_j, [4..7] beta_j (0 past the chunk's
+// tokens), [8..13] MK01 MK02 MK03 MK12 MK13 MK23 (P_ij k_i.k_j), [14..23] MQ00 MQ01 MQ02 MQ03 MQ11
+// MQ12 MQ13 MQ22 MQ23 MQ33 (P_ij k_i.q_j, P_jj = 1), [24..27] UP_i = P_i3 (UP_3 = 1), [28..31] 0.
+__device__ void block_coefficients(const Stage& sg, int b, int n, const float* __restrict__ gr, float* cf) {
+  float gm[4], bt[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int t = 4 * b + j;
+    gm[j] = t < n ? expf(sg.g[t]) : 1.0f;  // a token past the chunk: no decay, no update (beta 0)
+    bt[j] = t < n ? sg.beta[t] : 0.0f;
+  }
+  const float4 g0 = __ldg(reinterpret_cast<const float4*>(gr)), g1 = __ldg(reinterpret_cast<const float4*>(gr) + 1),
+               g2 = __ldg(reinterpret_cast<const float4*>(gr) + 2), g3 = __ldg(reinterpret_cast<const float4*>(gr) + 3);
+  const float P01 = gm[1], P12 = gm[2], P23 = gm[3];
+  const float P02 = __fmul_rn(P01, P12), P13 = __fmul_rn(P12, P23), P03 = __fmul_rn(P02, P23);
+  const float G0 = gm[0], G1 = __fmul_rn(G0, gm[1]), G2 = __fmul_rn(G1, gm[2]), G3 = __fmul_rn(G2, gm[3]);
+  float4* o = reinterpret_cast<float4*>(cf);
+  o[0] = make_float4(G0, G1, G2, G3);
+  o[1] = make_float4(bt[0], bt[1], bt[2], bt[3]);
+  // g0 = KK01 KK02 KK03 KK12, g1 = KK13 KK23 KQ00 KQ01, g2 = KQ02 KQ03 KQ11 KQ12, g3 = KQ13 KQ22 KQ23 KQ33
+  o[2] = make_float4(__fmul_rn(P01, g0.x), __fmul_rn(P02, g0.y), __fmul_rn(P03, g0.z), __fmul_rn(P12, g0.w));
+  o[3] = make_float4(__fmul_rn(P13, g1.x), __fmul_rn(P23, g1.y), g1.z, __fmul_rn(P01, g1.w));
+  o[4] = make_float4(__fmul_rn(P02, g2.x), __fmul_rn(P03, g2.y), g2.z, __fmul_rn(P12, g2.w));
+  o[5] = make_float4(__fmul_rn(P13, g3.x), g3.y, __fmul_rn(P23, g3.z), g3.w);
+  o[6] = make_float4(P03, P13, P23, 1.0f);
+  o[7] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+__global__ void __launch_bounds__(kThreads) gdn_prefill_c4_kernel(float* __restrict__ S, const float* __restrict__ q,
+                                                                  const float* __restrict__ k,
+                                                                  const float* __restrict__ v,
+                                                                  const float* __restrict__ g,
+                                                                  const float* __restrict__ beta,
+                                                                  const float* __restrict__ gram, int T, int Hk,
+                                                                  int Hv, float* __restrict__ o) {
+  pdl_begin();
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  Stage* st = reinterpret_cast<Stage*>(smem_raw);               // [2]
+  float* os = reinterpret_cast<float*>(st + 2);                 // [kChunk][kRowsPerBlock]
+  float* cfs = os + kChunk * kRowsPerBlock;                     // [kBlocks][kCoef]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int h = blockIdx.x / (kD / kRowsPerBlock);
+  const int row0 = (blockIdx.x % (kD / kRowsPerBlock)) * kRowsPerBlock;
+  const int kh = h / (Hv / Hk);
+  const int perm = (lane >> 2) & 3;  // slot i holds row i ^ perm of the warp's 4; the lane's group row
+  const bool qfirst = lane >= 16;    // x1 = q, x2 = k (else x1 = k, x2 = q)
+  const int wr = warp * 4;           // the warp's first row within the block
+
+  float4 r[4];  // slot i: row row0 + wr + (i ^ perm), columns 4 lane .. 4 lane + 3
+  const float* sbase = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) r[i] = *reinterpret_cast<const float4*>(sbase + (i ^ perm) * kD);
+  float c = 1.0f;  // S = c R (block-uniform)
+
+  auto load = [&](int buf, int t0) { stage_chunk<kThreads>(st[buf], tid, t0, T, q, k, v, g, beta, Hk, Hv, kh, h, row0); };
+  load(0, 0);
+  const int nchunks = (T + kChunk - 1) / kChunk;
+  for (int ch = 0; ch < nchunks; ++ch) {
+    const int t0 = ch * kChunk, n = min(kChunk, T - t0), nb = (n + 3) / 4;
+    if (ch + 1 < nchunks) {
+      load((ch + 1) & 1, t0 + kChunk);
+      asm volatile("cp.async.wait_group 1;\n" ::);
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::);
+    }
+    __syncthreads();
+    const Stage& sg = st[ch & 1];
+    if (tid < nb) block_coefficients(sg, tid, n, gram + (static_cast<size_t>(t0 / 4 + tid) * Hk + kh) * 16, cfs + tid * kCoef);
+    __syncthreads();
+    const float* px1 = (qfirst ? &sg.q[0][0] : &sg.k[0][0]) + 4 * lane;  // this lane's columns, token 0
+    const float* px2 = (qfirst ? &sg.k[0][0] : &sg.q[0][0]) + 4 * lane;
+    const float* pv = &sg.v[0][wr + perm];
+    for (int b = 0; b < nb; ++b) {
+      const float4* cf = reinterpret_cast<const float4*>(cfs + b * kCoef);
+      const float4 Gm = cf[0], Bt = cf[1], c2 = cf[2], c3 = cf[3], c4 = cf[4], c5 = cf[5], Up = cf[6];
+      float4 x1[4], x2[4];
+      float vr[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int t = min(4 * b + j, n - 1);  // a token past the chunk re-reads the last (beta 0 drops it)
+        x1[j] = *reinterpret_cast<const float4*>(px1 + t * kD);
+        x2[j] = *reinterpret_cast<const float4*>(px2 + t * kD);
+        vr[j] = pv[t * kRowsPerBlock];
+      }
+      // p[4 i + j] = R_slot i . x1_j, p[16 + 4 i + j] = R_slot i . x2_j (this lane's 4 columns)
+      float p[32];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          p[4 * i + j] = dot4(r[i], x1[j]);
+          p[16 + 4 * i + j] = dot4(r[i], x2[j]);
+        }
+      // reduce-scatter over lane bits 4 (kind), 3, 2 (row slots), then sum over bits 1, 0
+#pragma unroll
+      for (int e = 0; e < 16; ++e) p[e] = __fadd_rn(p[e], __shfl_xor_sync(0xffffffffu, p[16 + e], 16));
+#pragma unroll
+      for (int e = 0; e < 8; ++e) p[e] = __fadd_rn(p[e], __shfl_xor_sync(0xffffffffu, p[8 + e], 8));
+#pragma unroll
+      for (int e = 0; e < 4; ++e) p[e] = __fadd_rn(p[e], __shfl_xor_sync(0xffffffffu, p[4 + e], 4));
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p[e] = __fadd_rn(p[e], __shfl_xor_sync(0xffffffffu, p[e], 2));
+        p[e] = __fadd_rn(p[e], __shfl_xor_sync(0xffffffffu, p[e], 1));
+      }
+      // lanes 0..15: p[j] = A_j of row perm; lanes 16..31: B_j
+      const float cn0 = __fmul_rn(c, Gm.x), cn1 = __fmul_rn(c, Gm.y), cn2 = __fmul_rn(c, Gm.z), cn3 = __fmul_rn(c, Gm.w);
+      const float d0 = __fmul_rn(Bt.x, __fsub_rn(vr[0], __fmul_rn(cn0, p[0])));
+      const float d1 = __fmul_rn(Bt.y, __fsub_rn(vr[1], __fmaf_rn(c2.x, d0, __fmul_rn(cn1, p[1]))));
+      const float d2 = __fmul_rn(Bt.z, __fsub_rn(vr[2], __fmaf_rn(c2.w, d1, __fmaf_rn(c2.y, d0, __fmul_rn(cn2, p[2])))));
+      const float d3 = __fmul_rn(
+          Bt.w, __fsub_rn(vr[3], __fmaf_rn(c3.y, d2, __fmaf_rn(c3.x, d1, __fmaf_rn(c2.z, d0, __fmul_rn(cn3, p[3]))))));
+      // the b lanes take d of their row from the a lane 16 below
+      const float e0 = __shfl_xor_sync(0xffffffffu, d0, 16), e1 = __shfl_xor_sync(0xffffffffu, d1, 16),
+                  e2 = __shfl_xor_sync(0xffffffffu, d2, 16), e3 = __shfl_xor_sync(0xffffffffu, d3, 16);
+      const float dd0 = qfirst ? e0 : d0, dd1 = qfirst ? e1 : d1, dd2 = qfirst ? e2 : d2, dd3 = qfirst ? e3 : d3;
+      if (qfirst && (lane & 3) == 0) {
+        // o_j = c Γ_j B_j + Σ_{i<=j} MQ_ij d_i; c3.z = MQ00, c3.w = MQ01, c4 = MQ02 MQ03 MQ11 MQ12, c5 = MQ13 MQ22 MQ23 MQ33
+        const float o0 = __fmaf_rn(c3.z, dd0, __fmul_rn(cn0, p[0]));
+        const float o1 = __fmaf_rn(c4.z, dd1, __fmaf_rn(c3.w, dd0, __fmul_rn(cn1, p[1])));
+        const float o2 = __fmaf_rn(c5.y, dd2, __fmaf_rn(c4.w, dd1, __fmaf_rn(c4.x, dd0, __fmul_rn(cn2, p[2]))));
+        const float o3 =
+            __fmaf_rn(c5.w, dd3, __fmaf_rn(c5.z, dd2, __fmaf_rn(c5.x, dd1, __fmaf_rn(c4.y, dd0, __fmul_rn(cn3, p[3])))));
+        float* ob = os + (4 * b) * kRowsPerBlock + wr + perm;
+        ob[0] = o0;  // rows past the chunk's tokens land in os but are never copied out
+        if (4 * b + 1 < n) ob[kRowsPerBlock] = o1;
+        if (4 * b + 2 < n) ob[2 * kRowsPerBlock] = o2;
+        if (4 * b + 3 < n) ob[3 * kRowsPerBlock] = o3;
+      }
+      // the block's end: c' = c Γ_3; fold it into R below 2^-60
+      const bool renorm = cn3 < kRenorm;  // block-uniform
+      const float scale = renorm ? 1.0f : rcp_approx(cn3);
+      c = renorm ? 1.0f : cn3;
+      if (renorm) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          r[i].x = __fmul_rn(r[i].x, cn3);
+          r[i].y = __fmul_rn(r[i].y, cn3);
+          r[i].z = __fmul_rn(r[i].z, cn3);
+          r[i].w = __fmul_rn(r[i].w, cn3);
+        }
+      }
+      // f_j = P_j3 d_j / c' of this lane's group row; slots 1..3 fetch their rows' from the groups
+      // perm ^ s of the same half (lane bits 4, 1, 0 kept)
+      float f[4][4];
+      f[0][0] = __fmul_rn(__fmul_rn(Up.x, dd0), scale);
+      f[0][1] = __fmul_rn(__fmul_rn(Up.y, dd1), scale);
+      f[0][2] = __fmul_rn(__fmul_rn(Up.z, dd2), scale);
+      f[0][3] = __fmul_rn(dd3, scale);
+#pragma unroll
+      for (int s = 1; s < 4; ++s) {
+        const int src = (lane & 0x13) | ((perm ^ s) << 2);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) f[s][j] = __shfl_sync(0xffffffffu, f[0][j], src);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float4 kv = qfirst ? x2[j] : x1[j];
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          r[s].x = __fmaf_rn(f[s][j], kv.x, r[s].x);
+          r[s].y = __fmaf_rn(f[s][j], kv.y, r[s].y);
+          r[s].z = __fmaf_rn(f[s][j], kv.z, r[s].z);
+          r[s].w = __fmaf_rn(f[s][j], kv.w, r[s].w);
+        }
+      }
+    }
+    __syncthreads();  // os complete; stage ch&1 and the coefficients free for the next chunk
+    for (int cc = tid; cc < n * 4; cc += kThreads) {
+      const int t = cc >> 2, j = cc & 3;
+      *reinterpret_cast<float4*>(o + (static_cast<size_t>(t0 + t) * Hv + h) * kD + row0 + j * 4) =
+          *reinterpret_cast<const float4*>(os + t * kRowsPerBlock + j * 4);
+    }
+    __syncthreads();  // os read before the next chunk overwrites it
+  }
+  float* sout = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    *reinterpret_cast<float4*>(sout + (i ^ perm) * kD) =
+        make_float4(__fmul_rn(c, r[i].x), __fmul_rn(c, r[i].y), __fmul_rn(c, r[i].z), __fmul_rn(c, r[i].w));
+}
+
+}  // namespace
+
+int64_t gdn_c4_scratch_floats(int64_t T, int64_t Hk) { return (T + 3) / 4 * Hk * 16; }
+
+void gdn_prefill_c4(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
+                    const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
+                    float* o) {
+  MERE_CHECK(Dk == kD && Dv == kD, "cuda gdn_prefill_c4", "head size: expected Dk = Dv = 128, got Dk = ", Dk, ", Dv = ", Dv);
+  MERE_CHECK(Hk >= 1 && Hv >= Hk && Hv % Hk == 0, "cuda gdn_prefill_c4",
+             "heads: expected Hv a positive multiple of Hk, got Hk = ", Hk, ", Hv = ", Hv);
+  MERE_CHECK(T >= 1 && T * Hv * kD < (int64_t{1} << 31), "cuda gdn_prefill_c4", "token count out of range, got ", T);
+  MERE_CHECK(scratch != nullptr, "cuda gdn_prefill_c4", "needs a scratch of gdn_c4_scratch_floats(T, Hk) floats");
+  DeviceGuard guard(dev.ordinal());
+  const int64_t warps = (T + 3) / 4 * Hk;
+  launch("gdn_gram4_kernel", gdn_gram4_kernel, static_cast<int>((warps + 3) / 4), 128, 0, dev.stream(), q, k,
+         static_cast<int>(T), static_cast<int>(Hk), scratch);
+  const int smem =
+      static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float) + kBlocks * kCoef * sizeof(float));
+  MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_c4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int blocks = static_cast<int>(Hv * (kD / kRowsPerBlock));
+  launch("gdn_prefill_c4_kernel", gdn_prefill_c4_kernel, blocks, kThreads, smem, dev.stream(), S, q, k, v, g, beta,
+         static_cast<const float*>(scratch), static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
+}
+
+}  // namespace mere::cuda
