@@ -4,10 +4,9 @@
 // input, shared by the projections of that input), MoE experts through moe_sort_pairs +
 // moe_stream_gate_up + moe_stream (gemm_moe.h; qgemm_grouped with MERE_CUDA_MOE_PREFILL=grouped, the
 // wgmma expert kernels of gemm_wgmma.h with =wgmma) +
-// moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill (128-wide heads; the lazy-decay
-// form with MERE_CUDA_GDN_PREFILL=lazy, 4 tokens an exchange with =c4, the chunked WY/UT form with
-// =chunked, gdn_chunked.h; the
-// engine's generic recurrent kernel otherwise), attention through attention_prefill
+// moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill_c4 (128-wide heads, 4 tokens an
+// exchange; MERE_CUDA_GDN_PREFILL=recurrent: gdn_prefill, =lazy: the lazy-decay form, =chunked: the
+// WY/UT chunk form, gdn_chunked.h; the engine's generic recurrent kernel for other head sizes), attention through attention_prefill
 // (head_dim 256; the engine's split kernel otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
 // logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
 // computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
@@ -106,16 +105,16 @@ int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wi
 // each shape instead: prefill_choice.h.)
 bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >= 2048 && wgemm_supported(dev, W); }
 
-// MERE_CUDA_GDN_PREFILL, for 128-wide heads: recurrent (the default) runs gdn_prefill, lazy
-// gdn_prefill_lazy (the state as c R: gdn_prefill.h), c4 gdn_prefill_c4 (4 tokens an exchange),
-// chunked the WY/UT chunk form (gdn_chunked.h).
+// MERE_CUDA_GDN_PREFILL, for 128-wide heads: c4 (the default since session 19: 27B +3.0%, 35B-A3B
+// +3.9% prefill on an H200) runs gdn_prefill_c4 (4 tokens an exchange), recurrent gdn_prefill, lazy
+// gdn_prefill_lazy (the state as c R: gdn_prefill.h), chunked the WY/UT chunk form (gdn_chunked.h).
 enum class GdnPrefillForm { Recurrent, Lazy, C4, Chunked };
 GdnPrefillForm gdn_prefill_form() {
   switch (env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "lazy", "c4", "chunked"})) {
+    case 0: return GdnPrefillForm::Recurrent;
     case 1: return GdnPrefillForm::Lazy;
-    case 2: return GdnPrefillForm::C4;
     case 3: return GdnPrefillForm::Chunked;
-    default: return GdnPrefillForm::Recurrent;
+    default: return GdnPrefillForm::C4;
   }
 }
 
