@@ -47,13 +47,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_kernel(float* __restrict
   const int nchunks = (T + kChunk - 1) / kChunk;
   for (int ch = 0; ch < nchunks; ++ch) {
     const int t0 = ch * kChunk, n = min(kChunk, T - t0);
-    if (ch + 1 < nchunks) {
-      load((ch + 1) & 1, t0 + kChunk);
-      asm volatile("cp.async.wait_group 1;\n" ::);
-    } else {
-      asm volatile("cp.async.wait_group 0;\n" ::);
-    }
-    __syncthreads();
+    wait_chunk(ch, nchunks, t0, load);
     const Stage& sg = st[ch & 1];
     for (int t = 0; t < n; ++t) {
       const float decay = expf(sg.g[t]);
@@ -94,13 +88,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_kernel(float* __restrict
       const float oi = sum8(__fadd_rn(o0, o1));
       if (l8 == 0) os[t * kRowsPerBlock + rl] = oi;
     }
-    __syncthreads();  // os complete; stage ch&1 free for the load of chunk ch+2
-    for (int c = tid; c < n * 4; c += kThreads) {
-      const int t = c >> 2, j = c & 3;
-      *reinterpret_cast<float4*>(o + (static_cast<size_t>(t0 + t) * Hv + h) * kD + row0 + j * 4) =
-          *reinterpret_cast<const float4*>(os + t * kRowsPerBlock + j * 4);
-    }
-    __syncthreads();  // os read before the next chunk overwrites it
+    write_chunk<kThreads>(os, o, tid, t0, n, Hv, h, row0);
   }
 #pragma unroll
   for (int jj = 0; jj < 4; ++jj) *reinterpret_cast<float4*>(srow + 32 * jj + 4 * l8) = s[jj];
@@ -162,22 +150,14 @@ __global__ void __launch_bounds__(kRowsPerBlock / RW * 32) gdn_prefill_lazy_kern
   auto load = [&](int buf, int t0) { stage_chunk<NT>(st[buf], tid, t0, T, q, k, v, g, beta, Hk, Hv, kh, h, row0); };
 
   float4 r[RW];  // slot i: row row0 + wr + (i ^ perm), columns 4 lane .. 4 lane + 3
-  const float* sbase = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;
-#pragma unroll
-  for (int i = 0; i < RW; ++i) r[i] = *reinterpret_cast<const float4*>(sbase + (i ^ perm) * kD);
+  load_rows<RW>(S, h, row0, wr, lane, perm, r);
   float c = 1.0f;  // S = c R (block-uniform)
 
   load(0, 0);
   const int nchunks = (T + kChunk - 1) / kChunk;
   for (int ch = 0; ch < nchunks; ++ch) {
     const int t0 = ch * kChunk, n = min(kChunk, T - t0);
-    if (ch + 1 < nchunks) {
-      load((ch + 1) & 1, t0 + kChunk);
-      asm volatile("cp.async.wait_group 1;\n" ::);
-    } else {
-      asm volatile("cp.async.wait_group 0;\n" ::);
-    }
-    __syncthreads();
+    wait_chunk(ch, nchunks, t0, load);
     const Stage& sg = st[ch & 1];
     for (int t = warp; t < n; t += NT / 32) {  // the chunk's per-token scalars, a warp a token
       const float4 a = *reinterpret_cast<const float4*>(&sg.k[t][4 * lane]);
@@ -224,15 +204,7 @@ __global__ void __launch_bounds__(kRowsPerBlock / RW * 32) gdn_prefill_lazy_kern
       for (int i = 0; i < RW; ++i) dv[i] = __shfl_sync(0xffffffffu, dl, (i ^ perm) << SH);
       if (qfirst && (lane & ((1 << SH) - 1)) == 0)
         os[t * kRowsPerBlock + wr + perm] = __fmaf_rn(cn, sum, __fmul_rn(dv[0], tt.y));
-      if (renorm) {  // fold c' into R
-#pragma unroll
-        for (int i = 0; i < RW; ++i) {
-          r[i].x = __fmul_rn(r[i].x, cn);
-          r[i].y = __fmul_rn(r[i].y, cn);
-          r[i].z = __fmul_rn(r[i].z, cn);
-          r[i].w = __fmul_rn(r[i].w, cn);
-        }
-      }
+      if (renorm) scale_rows<RW>(r, cn);  // fold c' into R
       const float4 kv = qfirst ? x2 : x1;
 #pragma unroll
       for (int i = 0; i < RW; ++i) {
@@ -243,19 +215,9 @@ __global__ void __launch_bounds__(kRowsPerBlock / RW * 32) gdn_prefill_lazy_kern
         r[i].w = __fmaf_rn(dd, kv.w, r[i].w);
       }
     }
-    __syncthreads();  // os and tk complete; stage ch&1 free for the load of chunk ch+2
-    for (int cc = tid; cc < n * 4; cc += NT) {
-      const int t = cc >> 2, j = cc & 3;
-      *reinterpret_cast<float4*>(o + (static_cast<size_t>(t0 + t) * Hv + h) * kD + row0 + j * 4) =
-          *reinterpret_cast<const float4*>(os + t * kRowsPerBlock + j * 4);
-    }
-    __syncthreads();  // os read before the next chunk overwrites it
+    write_chunk<NT>(os, o, tid, t0, n, Hv, h, row0);  // (tk too is free after its first barrier)
   }
-  float* sout = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;
-#pragma unroll
-  for (int i = 0; i < RW; ++i)
-    *reinterpret_cast<float4*>(sout + (i ^ perm) * kD) =
-        make_float4(__fmul_rn(c, r[i].x), __fmul_rn(c, r[i].y), __fmul_rn(c, r[i].z), __fmul_rn(c, r[i].w));
+  store_rows<RW>(S, h, row0, wr, lane, perm, c, r);
 }
 
 void check_args(int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv) {

@@ -125,9 +125,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_c4_kernel(float* __restr
   const int wr = warp * 4;           // the warp's first row within the block
 
   float4 r[4];  // slot i: row row0 + wr + (i ^ perm), columns 4 lane .. 4 lane + 3
-  const float* sbase = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) r[i] = *reinterpret_cast<const float4*>(sbase + (i ^ perm) * kD);
+  load_rows<4>(S, h, row0, wr, lane, perm, r);
   float c = 1.0f;  // S = c R (block-uniform)
 
   auto load = [&](int buf, int t0) { stage_chunk<kThreads>(st[buf], tid, t0, T, q, k, v, g, beta, Hk, Hv, kh, h, row0); };
@@ -135,13 +133,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_c4_kernel(float* __restr
   const int nchunks = (T + kChunk - 1) / kChunk;
   for (int ch = 0; ch < nchunks; ++ch) {
     const int t0 = ch * kChunk, n = min(kChunk, T - t0), nb = (n + 3) / 4;
-    if (ch + 1 < nchunks) {
-      load((ch + 1) & 1, t0 + kChunk);
-      asm volatile("cp.async.wait_group 1;\n" ::);
-    } else {
-      asm volatile("cp.async.wait_group 0;\n" ::);
-    }
-    __syncthreads();
+    wait_chunk(ch, nchunks, t0, load);
     const Stage& sg = st[ch & 1];
     if (tid < nb) block_coefficients(sg, tid, n, gram + (static_cast<size_t>(t0 / 4 + tid) * Hk + kh) * 16, cfs + tid * kCoef);
     __syncthreads();
@@ -209,15 +201,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_c4_kernel(float* __restr
       const bool renorm = cn3 < kRenorm;  // block-uniform
       const float scale = renorm ? 1.0f : rcp_approx(cn3);
       c = renorm ? 1.0f : cn3;
-      if (renorm) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          r[i].x = __fmul_rn(r[i].x, cn3);
-          r[i].y = __fmul_rn(r[i].y, cn3);
-          r[i].z = __fmul_rn(r[i].z, cn3);
-          r[i].w = __fmul_rn(r[i].w, cn3);
-        }
-      }
+      if (renorm) scale_rows<4>(r, cn3);
       // f_j = P_j3 d_j / c' of this lane's group row; slots 1..3 fetch their rows' from the groups
       // perm ^ s of the same half (lane bits 4, 1, 0 kept)
       float f[4][4];
@@ -243,19 +227,9 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_c4_kernel(float* __restr
         }
       }
     }
-    __syncthreads();  // os complete; stage ch&1 and the coefficients free for the next chunk
-    for (int cc = tid; cc < n * 4; cc += kThreads) {
-      const int t = cc >> 2, j = cc & 3;
-      *reinterpret_cast<float4*>(o + (static_cast<size_t>(t0 + t) * Hv + h) * kD + row0 + j * 4) =
-          *reinterpret_cast<const float4*>(os + t * kRowsPerBlock + j * 4);
-    }
-    __syncthreads();  // os read before the next chunk overwrites it
+    write_chunk<kThreads>(os, o, tid, t0, n, Hv, h, row0);  // (the coefficients too are free then)
   }
-  float* sout = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    *reinterpret_cast<float4*>(sout + (i ^ perm) * kD) =
-        make_float4(__fmul_rn(c, r[i].x), __fmul_rn(c, r[i].y), __fmul_rn(c, r[i].z), __fmul_rn(c, r[i].w));
+  store_rows<4>(S, h, row0, wr, lane, perm, c, r);
 }
 
 }  // namespace

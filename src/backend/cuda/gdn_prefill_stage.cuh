@@ -52,4 +52,59 @@ __device__ __forceinline__ void stage_chunk(Stage& s, int tid, int t0, int T, co
   asm volatile("cp.async.commit_group;\n" ::);
 }
 
+// The top of chunk ch's loop (its first token t0): issues the copies of chunk ch + 1 into the other
+// buffer (load(buf, first token)), waits for chunk ch's and makes them visible to the block.
+template <class Load>
+__device__ __forceinline__ void wait_chunk(int ch, int nchunks, int t0, Load&& load) {
+  if (ch + 1 < nchunks) {
+    load((ch + 1) & 1, t0 + kChunk);
+    asm volatile("cp.async.wait_group 1;\n" ::);
+  } else {
+    asm volatile("cp.async.wait_group 0;\n" ::);
+  }
+  __syncthreads();
+}
+
+// The end of a chunk's loop: after a barrier (os complete, the chunk's stage free for the load of
+// chunk ch + 2), the block's outputs os [kChunk][kRowsPerBlock] of tokens t0 .. t0 + n - 1 to o
+// [T, Hv, kD], then a barrier (os read before the next chunk overwrites it).
+template <int NT>
+__device__ __forceinline__ void write_chunk(const float* os, float* o, int tid, int t0, int n, int Hv, int h, int row0) {
+  __syncthreads();
+  for (int c = tid; c < n * 4; c += NT) {
+    const int t = c >> 2, j = c & 3;
+    *reinterpret_cast<float4*>(o + (static_cast<size_t>(t0 + t) * Hv + h) * kD + row0 + j * 4) =
+        *reinterpret_cast<const float4*>(os + t * kRowsPerBlock + j * 4);
+  }
+  __syncthreads();
+}
+
+// The lane-holds-4-columns layout of gdn_prefill_lazy and gdn_prefill_c4: slot i of the lane's RW
+// rows is row row0 + wr + (i ^ perm) of head h, columns 4 lane .. 4 lane + 3; S = c R on the way out.
+template <int RW>
+__device__ __forceinline__ void load_rows(const float* S, int h, int row0, int wr, int lane, int perm, float4 (&r)[RW]) {
+  const float* base = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;
+#pragma unroll
+  for (int i = 0; i < RW; ++i) r[i] = *reinterpret_cast<const float4*>(base + (i ^ perm) * kD);
+}
+template <int RW>
+__device__ __forceinline__ void scale_rows(float4 (&r)[RW], float x) {  // R <- x R (the fold of c into R)
+#pragma unroll
+  for (int i = 0; i < RW; ++i) {
+    r[i].x = __fmul_rn(r[i].x, x);
+    r[i].y = __fmul_rn(r[i].y, x);
+    r[i].z = __fmul_rn(r[i].z, x);
+    r[i].w = __fmul_rn(r[i].w, x);
+  }
+}
+template <int RW>
+__device__ __forceinline__ void store_rows(float* S, int h, int row0, int wr, int lane, int perm, float c,
+                                           const float4 (&r)[RW]) {
+  float* base = S + (static_cast<size_t>(h) * kD + row0 + wr) * kD + 4 * lane;
+#pragma unroll
+  for (int i = 0; i < RW; ++i)
+    *reinterpret_cast<float4*>(base + (i ^ perm) * kD) =
+        make_float4(__fmul_rn(c, r[i].x), __fmul_rn(c, r[i].y), __fmul_rn(c, r[i].z), __fmul_rn(c, r[i].w));
+}
+
 }  // namespace mere::cuda::gdn_stage
