@@ -1,9 +1,9 @@
 """Per-kernel time of one forward from `ncu --csv --metrics gpu__time_duration.sum` output, grouped by
 kernel name, sorted by time: the decode step of a 1-token bench run (second embedding .. argmax),
 with --first the first forward (a bench run's prefill: first embedding .. argmax), or with --all the
-whole passes among the captured launches (embedding to embedding; a pass cut off by the launch count
-is left out: session 18 divided every captured launch by the embedding count, and a capture of 2.28
-passes read as 3, docs/speculation.md)."""
+passes between the first and the last embedding launch, per pass (the pass the last embedding starts
+is left out, as the launch count may have cut it: session 18 divided every captured launch by the
+embedding count, and a capture of 2.28 passes read as 3, docs/speculation.md)."""
 import collections, csv, re, sys
 
 rows = []

@@ -6,8 +6,8 @@
 // wgmma expert kernels of gemm_wgmma.h with =wgmma) +
 // moe_combine, a row-parallel conv, GatedDeltaNet through gdn_prefill_c4 (128-wide heads, 4 tokens an
 // exchange; MERE_CUDA_GDN_PREFILL=recurrent: gdn_prefill, =lazy: the lazy-decay form, =chunked: the
-// WY/UT chunk form, gdn_chunked.h; the engine's generic recurrent kernel for other head sizes), attention through attention_prefill
-// (head_dim 256; the engine's split kernel otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
+// WY/UT chunk form, gdn_chunked.h; the engine's generic recurrent kernel for other head sizes),
+// attention through attention_prefill (head_dim 256; the engine's split kernel otherwise). Float matrices (the bundled tiny models) keep the engine's exact fp32 gemv. The
 // logits (lm_head) stay on the exact matvec path, 9 rows at a time, so only the last row's are
 // computed when only those are asked for. Numerics differ from the sliced path (bf16 activations
 // in the GEMM): docs/cuda-kernels.md "Engine prefill v2". MERE_CUDA_PREFILL=exact keeps the exact
