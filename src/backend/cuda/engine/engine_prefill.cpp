@@ -36,6 +36,20 @@
 #include "backend/cuda/prefill_choice.h"
 
 namespace mere::cuda {
+namespace {
+// MERE_CUDA_GDN_PREFILL, for 128-wide heads: c4 (the default since session 19: 27B +3.0%, 35B-A3B
+// +3.9% prefill on an H200) runs gdn_prefill_c4 (4 tokens an exchange), recurrent gdn_prefill, lazy
+// gdn_prefill_lazy (the state as c R: gdn_prefill.h), chunked the WY/UT chunk form (gdn_chunked.h).
+enum class GdnPrefillForm { Recurrent, Lazy, C4, Chunked };
+GdnPrefillForm gdn_prefill_form() {
+  switch (env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "lazy", "c4", "chunked"})) {
+    case 0: return GdnPrefillForm::Recurrent;
+    case 1: return GdnPrefillForm::Lazy;
+    case 3: return GdnPrefillForm::Chunked;
+    default: return GdnPrefillForm::C4;
+  }
+}
+}  // namespace
 
 // Scratch of one prefill pass (kPrefillChunk rows), allocated on the first prefill call.
 struct CudaEngine::Prefill {
@@ -43,9 +57,11 @@ struct CudaEngine::Prefill {
   int64_t rows = 0, ws_floats = 0, xq_elems = 0;
   bool generic_attn = false;  // head_dim != 256 or > 8 query heads a KV head: the engine's split kernel
   float *x, *xn, *o, *h, *ws;
-  float* gdn_scratch;  // gdn_prefill_chunked's (MERE_CUDA_GDN_PREFILL=chunked with 128-wide heads), else null
-  float* gdn_c4_scratch;  // gdn_prefill_c4's Gram entries (MERE_CUDA_GDN_PREFILL=c4, 128-wide heads), else null
-  bool gdn_lazy = false;  // MERE_CUDA_GDN_PREFILL=lazy: gdn_prefill_lazy for 128-wide heads
+  // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_prefill or the engine's generic
+  // kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4: its Gram
+  // entries), else null
+  GdnPrefillForm gdn_form = GdnPrefillForm::Recurrent;
+  float* gdn_scratch;
   uint16_t* xq;
   float *raw, *mixed, *z, *ga, *gb, *gq, *gk, *gv, *gg, *gbeta, *core, *gout;
   float *qg, *kk, *vv, *q, *att, *aws;
@@ -105,19 +121,6 @@ int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wi
 // each shape instead: prefill_choice.h.)
 bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >= 2048 && wgemm_supported(dev, W); }
 
-// MERE_CUDA_GDN_PREFILL, for 128-wide heads: c4 (the default since session 19: 27B +3.0%, 35B-A3B
-// +3.9% prefill on an H200) runs gdn_prefill_c4 (4 tokens an exchange), recurrent gdn_prefill, lazy
-// gdn_prefill_lazy (the state as c R: gdn_prefill.h), chunked the WY/UT chunk form (gdn_chunked.h).
-enum class GdnPrefillForm { Recurrent, Lazy, C4, Chunked };
-GdnPrefillForm gdn_prefill_form() {
-  switch (env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "lazy", "c4", "chunked"})) {
-    case 0: return GdnPrefillForm::Recurrent;
-    case 1: return GdnPrefillForm::Lazy;
-    case 3: return GdnPrefillForm::Chunked;
-    default: return GdnPrefillForm::C4;
-  }
-}
-
 PrefillMode prefill_mode() {
   // auto (the default since session 18): on sm_90 each dense 4-bit shape through the warp-specialised
   // wgmma GEMM (v6d) or cuBLASLt, whichever was faster at the first prompt (prefill_choice.h);
@@ -171,9 +174,8 @@ void CudaEngine::alloc_prefill() {
   for (const QWeightView& W : dense)
     for (int64_t t = kGemmRows; t <= R; t *= 2) ws = std::max(ws, qgemm_workspace_floats(dev_, W, t));
   const bool generic_attn = !(hd == 256 && nkv >= 1 && nh % nkv == 0 && nh / nkv <= 8);
-  const bool gdn128 = c.lin_k_dim == 128 && c.lin_v_dim == 128;
-  const bool chunked_gdn = gdn_prefill_form() == GdnPrefillForm::Chunked && gdn128;
-  const bool c4_gdn = gdn_prefill_form() == GdnPrefillForm::C4 && gdn128;
+  const GdnPrefillForm gdn_form =
+      c.lin_k_dim == 128 && c.lin_v_dim == 128 ? gdn_prefill_form() : GdnPrefillForm::Recurrent;
   int64_t used = 0;
   char* base = nullptr;
   auto take = [&](int64_t floats) {
@@ -197,15 +199,16 @@ void CudaEngine::alloc_prefill() {
     p->ridx = reinterpret_cast<int32_t*>(take(R * K)), p->offsets = reinterpret_cast<int32_t*>(take(E + 1));
     p->row_token = reinterpret_cast<int32_t*>(take(R * K)), p->pair_row = reinterpret_cast<int32_t*>(take(R * K));
     p->ids = reinterpret_cast<int32_t*>(take(R)), p->pos = reinterpret_cast<int32_t*>(take(1));
-    p->gdn_scratch = chunked_gdn ? take(gdn_chunked_scratch_floats(R, Hv)) : nullptr;
-    p->gdn_c4_scratch = c4_gdn ? take(gdn_c4_scratch_floats(R, c.lin_k_heads)) : nullptr;
+    p->gdn_scratch = gdn_form == GdnPrefillForm::Chunked ? take(gdn_chunked_scratch_floats(R, Hv))
+                     : gdn_form == GdnPrefillForm::C4    ? take(gdn_c4_scratch_floats(R, c.lin_k_heads))
+                                                         : nullptr;
     if (pass == 0) {
       p->buf = dev_.alloc(static_cast<size_t>(used) * 4, "prefill scratch (tensor-core path)");
       base = static_cast<char*>(p->buf.get());
     }
   }
   p->rows = R;
-  p->gdn_lazy = gdn_prefill_form() == GdnPrefillForm::Lazy;
+  p->gdn_form = gdn_form;
   p->generic_attn = generic_attn;
   p->ws_floats = ws;
   p->xq_elems = xq;
@@ -291,14 +294,20 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
   gemm_shared({{&g.qkv, p.raw}, {&g.z, p.z}, {&g.b, p.gb}, {&g.a, p.ga}}, p.xn, T);
   k::conv_silu_rows(s, st.conv(li), g.conv, p.raw, T, C, K, p.mixed);
   k::gdn_prepare(s, p.mixed, p.ga, p.gb, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, p.gq, p.gk, p.gv, p.gg, p.gbeta);
-  if (p.gdn_scratch)
-    gdn_prefill_chunked(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.gdn_scratch, p.core);
-  else if (p.gdn_c4_scratch)
-    gdn_prefill_c4(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.gdn_c4_scratch, p.core);
-  else if (Dk == 128 && Dv == 128 && p.gdn_lazy)
-    gdn_prefill_lazy(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
-  else if (Dk == 128 && Dv == 128) gdn_prefill(dev_, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
-  else k::gdn_generic(s, st.S(li), p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
+  float* const S = st.S(li);
+  switch (p.gdn_form) {
+    case GdnPrefillForm::Chunked:
+      gdn_prefill_chunked(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.gdn_scratch, p.core);
+      break;
+    case GdnPrefillForm::C4:
+      gdn_prefill_c4(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.gdn_scratch, p.core);
+      break;
+    case GdnPrefillForm::Lazy: gdn_prefill_lazy(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core); break;
+    case GdnPrefillForm::Recurrent:
+      if (Dk == 128 && Dv == 128) gdn_prefill(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
+      else k::gdn_generic(s, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
+      break;
+  }
   k::gated_rms_norm(s, p.core, p.z, g.norm, T, Hv, Dv, static_cast<float>(cfg_.rms_norm_eps), p.gout);
   gemm_shared({{&g.out, out}}, p.gout, T);
 }
