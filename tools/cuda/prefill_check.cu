@@ -779,6 +779,11 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
                             [&](float* fS, float* scr, float* o) {
                               gdn_prefill_c4(dev, fS, fq, fk, fv, fg, fb, c.T, c.Hk, c.Hv, D, D, scr, o);
                             });
+    // c4's math with the products on the tensor cores (3xTF32)
+    const Run tc = run_form(4096, static_cast<size_t>(gdn_c4_scratch_floats(c.T, c.Hk)), 4096,
+                            [&](float* fS, float* scr, float* o) {
+                              gdn_prefill_tc(dev, fS, fq, fk, fv, fg, fb, c.T, c.Hk, c.Hv, D, D, scr, o);
+                            });
     // the chunked WY/UT form
     const Run chunked = run_form(static_cast<size_t>(64 * c.Hv * D), static_cast<size_t>(gdn_chunked_scratch_floats(c.T, c.Hv)),
                                  4096, [&](float* fS, float* scr, float* o) {
@@ -813,6 +818,7 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
     };
     check("gdn_prefill", rec, 1e-5, 1e-4, 1e-10, false);
     check("gdn_prefill_c4", c4, 1e-5, 1e-4, 1e-10, true);
+    check("gdn_prefill_tc", tc, 1e-5, 1e-4, 1e-10, true);
     for (int rw = 0; rw < 2; ++rw) check("gdn_prefill_lazy rw" + std::to_string(4 << rw), lazy[rw], 1e-5, 1e-4, 1e-10, false);
     check("gdn_prefill_chunked", chunked, 1e-4, 1e-3, 1e-9, true);
     ++ci;
@@ -1154,7 +1160,7 @@ struct GdnBenchIo {
   std::string shape() const { return "Hk=" + std::to_string(Hk) + " Hv=" + std::to_string(Hv) + " T=" + std::to_string(T); }
 };
 
-enum class GdnBench { Recurrent, Lazy4, Lazy8, C4, Decode };
+enum class GdnBench { Recurrent, Lazy4, Lazy8, C4, Tc, Decode };
 double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench form) {
   const int64_t D = 128;
   GdnBenchIo io(dev, Hk, Hv, T);
@@ -1165,6 +1171,7 @@ double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench fo
     if (form == GdnBench::Decode) gdn_decode(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o);
     else if (form == GdnBench::Recurrent) gdn_prefill(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o);
     else if (form == GdnBench::C4) gdn_prefill_c4(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, scr.as<float>(), o);
+    else if (form == GdnBench::Tc) gdn_prefill_tc(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, scr.as<float>(), o);
     else gdn_prefill_lazy(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o, form == GdnBench::Lazy8 ? 8 : 4);
   });
   // prediction, recurrent: issue-bound SIMT, ~95 warp instructions a token per 4 rows of S, 4 issues/clk/SM
@@ -1177,10 +1184,15 @@ double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench fo
   // c4: ~94 warp instructions a token per 4 rows (v1: 124) at ~70% issue (v1: 53%; the chain is paid
   // once a 4 tokens), the Gram kernel included
   if (form == GdnBench::C4) pred = (Hv * D / 4.0) * 94.0 / 0.7 * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
+  // tc: one warp a 16 rows (Hv * 8 warps, at most one a scheduler), each 4-token block a chain of ~48
+  // m16n8k8 + 48 m16n8k4 mma.sync (~6.5 / ~3.3 cycles each on a scheduler's share of the tensor pipe)
+  // and ~250 other instructions: ~720 cycles a block
+  if (form == GdnBench::Tc) pred = 720.0 * (T / 4.0) / 1.98e9 * 1e6;
   const char* name = form == GdnBench::Decode      ? "gdn_decode (existing) "
                      : form == GdnBench::Lazy4     ? "gdn_prefill_lazy rw4 "
                      : form == GdnBench::Lazy8     ? "gdn_prefill_lazy rw8 "
                      : form == GdnBench::C4        ? "gdn_prefill_c4 "
+                     : form == GdnBench::Tc        ? "gdn_prefill_tc "
                                                    : "gdn_prefill ";
   add_bench(std::string(name) + io.shape(), io.bytes(), io.flops(), form == GdnBench::Decode ? 0 : pred, t);
   return t.median_us;
@@ -1347,6 +1359,7 @@ void bench_all(CudaDevice& dev) {
   const double p_down = bench_prepare(dev, T, 17408);
   bench_gdn(dev, 16, 48, T, GdnBench::Recurrent);
   const double gdn27 = bench_gdn(dev, 16, 48, T, GdnBench::C4);  // the engine's default form
+  bench_gdn(dev, 16, 48, T, GdnBench::Tc);
   bench_gdn_chunked(dev, 16, 48, T);
   bench_gdn(dev, 16, 48, T, GdnBench::Decode);
   const double att27 = bench_attention(dev, 24, 4, T, KvType::BF16);
@@ -1413,6 +1426,7 @@ void bench_all(CudaDevice& dev) {
   const MoeTimes mt = bench_moe(dev, 256, 512, 2048, T, 8);
   bench_gdn(dev, 16, 32, T, GdnBench::Recurrent);
   const double gdn35 = bench_gdn(dev, 16, 32, T, GdnBench::C4);  // the engine's default form
+  bench_gdn(dev, 16, 32, T, GdnBench::Tc);
   bench_gdn_chunked(dev, 16, 32, T);
   const double att35 = bench_attention(dev, 16, 2, T, KvType::BF16);
   const double moe35 = h_router + h_sgu + h_sdn + 2 * p_x35 + mt.sort + mt.gather + mt.gate_up + mt.prep_down + mt.down +
@@ -1474,7 +1488,7 @@ int main(int argc, char** argv) {
       if (bench)
         phase("bench", [&] {
           for (const int64_t Hv : {48, 32})
-            for (const GdnBench f : {GdnBench::Recurrent, GdnBench::Lazy4, GdnBench::Lazy8, GdnBench::C4})
+            for (const GdnBench f : {GdnBench::Recurrent, GdnBench::Lazy4, GdnBench::Lazy8, GdnBench::C4, GdnBench::Tc})
               bench_gdn(dev, 16, Hv, 512, f);
           bench_gdn_chunked(dev, 16, 48, 512);
         });

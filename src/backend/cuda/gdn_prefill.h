@@ -36,7 +36,18 @@ void gdn_prefill_lazy(CudaDevice& dev, float* S, const float* q, const float* k,
 // kernel a call, into `scratch`, gdn_c4_scratch_floats(T, Hk) floats owned by the caller). Equal to
 // gdn_prefill up to fp32 reassociation (session 19; MERE_CUDA_GDN_PREFILL=c4).
 int64_t gdn_c4_scratch_floats(int64_t T, int64_t Hk);
+// The Gram entries alone (gdn_prefill_c4 and gdn_prefill_tc launch it): gram [(T + 3) / 4, Hk, 16].
+void gdn_gram4(CudaDevice& dev, const float* q, const float* k, int64_t T, int64_t Hk, float* gram);
 void gdn_prefill_c4(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
+                    const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
+                    float* o);
+
+// gdn_prefill_c4's math and scratch with the 4-token blocks' products on the tensor cores: a warp
+// owns 16 rows of S (the mma's M), and the dot products R [k_0..3 q_0..3] and the update R += F K^T
+// run as 3xTF32 mma.sync (m16n8k8 and m16n8k4: hi/lo tf32 halves, the lo x lo product dropped), so
+// each product keeps ~22 of fp32's 24 bits. Equal to gdn_prefill up to that and fp32 reassociation
+// (session 20; MERE_CUDA_GDN_PREFILL=tc).
+void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                     const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
                     float* o);
 

@@ -30,7 +30,9 @@ struct Stage {
 
 // Issues (and commits as one group) the copies of tokens t0 .. t0 + n - 1, n = min(kChunk, T - t0),
 // into s; NT threads, tid this one's index. q, k: [T, Hk, kD]; v: [T, Hv, kD]; g, beta: [T, Hv].
-template <int NT>
+// Swz: the 16-byte column chunk j of an odd token's k and q rows lands at j ^ Swz (0: unswizzled;
+// gdn_prefill_tc's 4 puts odd tokens' columns in the other half of the banks).
+template <int NT, int Swz = 0>
 __device__ __forceinline__ void stage_chunk(Stage& s, int tid, int t0, int T, const float* q, const float* k,
                                             const float* v, const float* g, const float* beta, int Hk, int Hv,
                                             int kh, int h, int row0) {
@@ -38,8 +40,9 @@ __device__ __forceinline__ void stage_chunk(Stage& s, int tid, int t0, int T, co
   for (int c = tid; c < n * 32; c += NT) {
     const int t = c >> 5, j = c & 31;
     const size_t off = (static_cast<size_t>(t0 + t) * Hk + kh) * kD + j * 4;
-    cp16(&s.k[t][j * 4], k + off);
-    cp16(&s.q[t][j * 4], q + off);
+    const int js = (t & 1) ? j ^ Swz : j;
+    cp16(&s.k[t][js * 4], k + off);
+    cp16(&s.q[t][js * 4], q + off);
   }
   for (int c = tid; c < n * 4; c += NT) {
     const int t = c >> 2, j = c & 3;

@@ -1,0 +1,242 @@
+// GatedDeltaNet prefill with the 4-token blocks' products on the tensor cores (gdn_prefill.h
+// gdn_prefill_tc; MERE_CUDA_GDN_PREFILL=tc).
+//
+// Why: gdn_prefill_c4 is issue-bound (ncu, session 19: 422 instructions a 4-token block a warp of 4
+// rows, 0.70 issued a scheduler), and 192 of those 422 are the FMAs of two small matrix products a
+// block: the dot products R [k_0..3 q_0..3] ([rows x 128] x [128 x 8]) and the update R += F K^T
+// ([rows x 4] x [4 x 128]). Here they run as mma.sync; the rest is c4's math unchanged (S = c R, the
+// 4 x 4 recurrence a row from the Gram entries, the same coefficients: gdn_prefill_c4.cu's header).
+//
+// Precision (3xTF32): x = hi + lo, hi = rna_tf32(x), lo = rna_tf32(x - hi); a product is lo hi + hi lo
+// + hi hi (lo lo, ~2^-22 relative, dropped), accumulated in fp32 by the tensor core.
+//
+// Layout: a block is one warp and owns the stage's kRowsPerBlock = 16 rows of one value head (the
+// mma's M). Lane (g = lane / 4, t = lane % 4) holds rows g and g + 8 at columns 16 m + 4 t .. + 3,
+// m = 0..7 (ra[m], rb[m]: 64 floats, in registers for all T). The order of the columns inside an mma
+// is free as long as its operands agree:
+//   * dot products, m16n8k8 tile j = 2 m + e (e = 0, 1): its k-columns t and t + 4 are the lane's
+//     columns 16 m + 4 t + 2 e and + 1, so A = {ra.x, rb.x, ra.y, rb.y} (e = 0) or {.z, .z, .w, .w}
+//     of the lane's float4s, and B (k t, t + 4 at n g) the same two columns of token n's k (n < 4) or
+//     q (n >= 4): one float4 of shared memory a lane and m;
+//   * update, m16n8k4 tile j: its C columns 2 t, 2 t + 1 are the same two columns, so C is the same 4
+//     registers (R is the dot products' A and the update's C without a shuffle), A = F (rows g, g + 8
+//     at token t) and B = k_t at the column that C column g stands for (16 m + 4 (g / 2) + g % 2 + 2 e).
+// The dot products' C fragment gives lane t A_{2t}, A_{2t+1} (t < 2) or B_{2t-4}, B_{2t-3} (t >= 2) of
+// rows g and g + 8; one xor-1 exchange gives each lane all 4 of row g + 8 (t % 2). The a lanes (t < 2)
+// solve the recurrence, the b lanes take d with an xor-2 exchange and write o, and one shuffle gives
+// every lane F of both its rows at its token. k and q are staged with an odd token's 16-byte chunks at
+// j ^ 4, so the 8 lanes of a quarter-warp (tokens g and g + 1) read both halves of the banks.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gdn_prefill.h"
+#include "backend/cuda/gdn_prefill_c4.cuh"
+#include "backend/cuda/gdn_prefill_stage.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace mere::cuda {
+namespace {
+
+using namespace gdn_stage;
+using namespace gdn_c4;
+constexpr int kThreads = 32;         // one warp = kRowsPerBlock (16) rows = the mma's M
+constexpr int kBlocks = kChunk / 4;  // 4-token blocks a chunk
+constexpr int kSwz = 4;              // an odd token's 16-byte k / q chunk j at j ^ 4 (columns ^ 16)
+constexpr unsigned kFull = 0xffffffffu;
+
+struct Tf32 {
+  uint32_t hi, lo;
+};
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ Tf32 split(float x) {
+  const uint32_t hi = to_tf32(x);
+  return {hi, to_tf32(__fsub_rn(x, __uint_as_float(hi)))};
+}
+// d += a b (m16n8k8: a rows g, g + 8 at k t, then at k t + 4; b k t, t + 4 at n g; d rows g, g + 8 at n 2t, 2t + 1)
+__device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                     uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// c += a b (m16n8k4: a rows g, g + 8 at k t; b k t at n g; c rows g, g + 8 at n 2t, 2t + 1)
+__device__ __forceinline__ void mma4(float& c0, float& c1, float& c2, float& c3, uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm("mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+      : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+      : "r"(a0), "r"(a1), "r"(b0));
+}
+// acc[0..2] += the 3xTF32 product of A = {a0, a1, a2, a3} and B = {b0, b1} (lo hi, hi lo, hi hi)
+__device__ __forceinline__ void mma8x3(float (&acc)[3][4], float a0, float a1, float a2, float a3, float b0, float b1) {
+  const Tf32 A0 = split(a0), A1 = split(a1), A2 = split(a2), A3 = split(a3), B0 = split(b0), B1 = split(b1);
+  mma8(acc[0], A0.lo, A1.lo, A2.lo, A3.lo, B0.hi, B1.hi);
+  mma8(acc[1], A0.hi, A1.hi, A2.hi, A3.hi, B0.lo, B1.lo);
+  mma8(acc[2], A0.hi, A1.hi, A2.hi, A3.hi, B0.hi, B1.hi);
+}
+// {c0, c1, c2, c3} += the 3xTF32 product of A = {fa, fb} and B = kb (lo hi, hi lo, hi hi, in place)
+__device__ __forceinline__ void mma4x3(float& c0, float& c1, float& c2, float& c3, const Tf32& fa, const Tf32& fb,
+                                       float kb) {
+  const Tf32 K = split(kb);
+  mma4(c0, c1, c2, c3, fa.lo, fb.lo, K.hi);
+  mma4(c0, c1, c2, c3, fa.hi, fb.hi, K.lo);
+  mma4(c0, c1, c2, c3, fa.hi, fb.hi, K.hi);
+}
+
+__global__ void __launch_bounds__(kThreads) gdn_prefill_tc_kernel(float* __restrict__ S, const float* __restrict__ q,
+                                                                  const float* __restrict__ k,
+                                                                  const float* __restrict__ v,
+                                                                  const float* __restrict__ g,
+                                                                  const float* __restrict__ beta,
+                                                                  const float* __restrict__ gram, int T, int Hk,
+                                                                  int Hv, float* __restrict__ o) {
+  pdl_begin();
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  Stage* st = reinterpret_cast<Stage*>(smem_raw);  // [2]
+  float* os = reinterpret_cast<float*>(st + 2);    // [kChunk][kRowsPerBlock]
+  float* cfs = os + kChunk * kRowsPerBlock;        // [kBlocks][kCoef]
+  const int lane = threadIdx.x, gq = lane >> 2, tq = lane & 3;
+  const int h = blockIdx.x / (kD / kRowsPerBlock);
+  const int row0 = (blockIdx.x % (kD / kRowsPerBlock)) * kRowsPerBlock;
+  const int kh = h / (Hv / Hk);
+  const bool odd = (tq & 1) != 0, blane = tq >= 2;
+  const int rr = gq + 8 * (tq & 1);  // the row of this lane's recurrence (a lanes) or o (b lanes)
+
+  float4 ra[8], rb[8];  // rows g and g + 8 of the block, columns 16 m + 4 t .. + 3
+  {
+    const float* base = S + (static_cast<size_t>(h) * kD + row0 + gq) * kD + 4 * tq;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      ra[m] = *reinterpret_cast<const float4*>(base + 16 * m);
+      rb[m] = *reinterpret_cast<const float4*>(base + 8 * kD + 16 * m);
+    }
+  }
+  float c = 1.0f;  // S = c R (block-uniform)
+
+  auto load = [&](int buf, int t0) {
+    stage_chunk<kThreads, kSwz>(st[buf], lane, t0, T, q, k, v, g, beta, Hk, Hv, kh, h, row0);
+  };
+  load(0, 0);
+  const int nchunks = (T + kChunk - 1) / kChunk;
+  for (int ch = 0; ch < nchunks; ++ch) {
+    const int t0 = ch * kChunk, n = min(kChunk, T - t0), nb = (n + 3) / 4;
+    wait_chunk(ch, nchunks, t0, load);
+    const Stage& sg = st[ch & 1];
+    if (lane < nb)
+      block_coefficients(sg, lane, n, gram + (static_cast<size_t>(t0 / 4 + lane) * Hk + kh) * 16, cfs + lane * kCoef);
+    __syncthreads();
+    for (int b = 0; b < nb; ++b) {
+      const float4* cf = reinterpret_cast<const float4*>(cfs + b * kCoef);
+      const float4 Gm = cf[0], Bt = cf[1], c2 = cf[2], c3 = cf[3], c4 = cf[4], c5 = cf[5], Up = cf[6];
+      // B of the dot products: token xt's k (g < 4) or q (g >= 4), clamped into the chunk (a token
+      // past it has beta 0, so its finite dot products drop out); its columns 16 m + 4 t .. + 3 are
+      // chunk 4 m + t, at (4 m + t) ^ 4 for an odd token
+      const int xt = min(4 * b + (gq & 3), n - 1);
+      const float* xrow = (gq < 4 ? &sg.k[xt][0] : &sg.q[xt][0]) + 4 * tq;
+      const int xs = (xt & 1) ? 16 : 0;
+      float acc[2][3][4] = {};  // [tile e][lo hi, hi lo, hi hi][C fragment]
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        const float4 x = *reinterpret_cast<const float4*>(xrow + 16 * m + ((m & 1) ? -xs : xs));
+        mma8x3(acc[0], ra[m].x, rb[m].x, ra[m].y, rb[m].y, x.x, x.y);
+        mma8x3(acc[1], ra[m].z, rb[m].z, ra[m].w, rb[m].w, x.z, x.w);
+      }
+      float dsum[4];  // rows g, g (columns 2t, 2t + 1), g + 8, g + 8
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        dsum[i] = __fadd_rn(__fadd_rn(acc[0][2][i], acc[1][2][i]),
+                            __fadd_rn(__fadd_rn(acc[0][0][i], acc[1][0][i]), __fadd_rn(acc[0][1][i], acc[1][1][i])));
+      // p[j]: A_j (a lanes) or B_j (b lanes) of row rr — an even lane keeps row g's pair and gets the
+      // odd lane's, the odd lane keeps row g + 8's
+      const float s0 = odd ? dsum[0] : dsum[2], s1 = odd ? dsum[1] : dsum[3];
+      const float x0 = __shfl_xor_sync(kFull, s0, 1), x1 = __shfl_xor_sync(kFull, s1, 1);
+      const float p0 = odd ? x0 : dsum[0], p1 = odd ? x1 : dsum[1], p2 = odd ? dsum[2] : x0, p3 = odd ? dsum[3] : x1;
+      float vr[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) vr[j] = sg.v[min(4 * b + j, n - 1)][rr];
+      // the recurrence (gdn_prefill_c4's; the b lanes' results are dropped)
+      const float cn0 = __fmul_rn(c, Gm.x), cn1 = __fmul_rn(c, Gm.y), cn2 = __fmul_rn(c, Gm.z), cn3 = __fmul_rn(c, Gm.w);
+      const float d0 = __fmul_rn(Bt.x, __fsub_rn(vr[0], __fmul_rn(cn0, p0)));
+      const float d1 = __fmul_rn(Bt.y, __fsub_rn(vr[1], __fmaf_rn(c2.x, d0, __fmul_rn(cn1, p1))));
+      const float d2 = __fmul_rn(Bt.z, __fsub_rn(vr[2], __fmaf_rn(c2.w, d1, __fmaf_rn(c2.y, d0, __fmul_rn(cn2, p2)))));
+      const float d3 = __fmul_rn(
+          Bt.w, __fsub_rn(vr[3], __fmaf_rn(c3.y, d2, __fmaf_rn(c3.x, d1, __fmaf_rn(c2.z, d0, __fmul_rn(cn3, p3))))));
+      const float e0 = __shfl_xor_sync(kFull, d0, 2), e1 = __shfl_xor_sync(kFull, d1, 2),
+                  e2 = __shfl_xor_sync(kFull, d2, 2), e3 = __shfl_xor_sync(kFull, d3, 2);
+      const float dd0 = blane ? e0 : d0, dd1 = blane ? e1 : d1, dd2 = blane ? e2 : d2, dd3 = blane ? e3 : d3;
+      if (blane) {
+        const float o0 = __fmaf_rn(c3.z, dd0, __fmul_rn(cn0, p0));
+        const float o1 = __fmaf_rn(c4.z, dd1, __fmaf_rn(c3.w, dd0, __fmul_rn(cn1, p1)));
+        const float o2 = __fmaf_rn(c5.y, dd2, __fmaf_rn(c4.w, dd1, __fmaf_rn(c4.x, dd0, __fmul_rn(cn2, p2))));
+        const float o3 =
+            __fmaf_rn(c5.w, dd3, __fmaf_rn(c5.z, dd2, __fmaf_rn(c5.x, dd1, __fmaf_rn(c4.y, dd0, __fmul_rn(cn3, p3)))));
+        float* ob = os + (4 * b) * kRowsPerBlock + rr;
+        ob[0] = o0;  // rows past the chunk's tokens land in os but are never copied out
+        if (4 * b + 1 < n) ob[kRowsPerBlock] = o1;
+        if (4 * b + 2 < n) ob[2 * kRowsPerBlock] = o2;
+        if (4 * b + 3 < n) ob[3 * kRowsPerBlock] = o3;
+      }
+      // the block's end: c' = c Γ_3, folded into R below 2^-60
+      const bool renorm = cn3 < kRenorm;  // block-uniform
+      const float scale = renorm ? 1.0f : rcp_approx(cn3);
+      c = renorm ? 1.0f : cn3;
+      if (renorm) {
+#pragma unroll
+        for (int m = 0; m < 8; ++m) {
+          ra[m] = make_float4(__fmul_rn(ra[m].x, cn3), __fmul_rn(ra[m].y, cn3), __fmul_rn(ra[m].z, cn3), __fmul_rn(ra[m].w, cn3));
+          rb[m] = make_float4(__fmul_rn(rb[m].x, cn3), __fmul_rn(rb[m].y, cn3), __fmul_rn(rb[m].z, cn3), __fmul_rn(rb[m].w, cn3));
+        }
+      }
+      // F[row][j] = P_j3 d_j / c'; this lane has row rr's; the other row's at token t comes from lane
+      // (g, t - 1), which sends its f_{t'+1} (t' = t - 1 has the other parity, so the other row)
+      const float f0 = __fmul_rn(__fmul_rn(Up.x, dd0), scale), f1 = __fmul_rn(__fmul_rn(Up.y, dd1), scale),
+                  f2 = __fmul_rn(__fmul_rn(Up.z, dd2), scale), f3 = __fmul_rn(dd3, scale);
+      const float own = tq == 0 ? f0 : tq == 1 ? f1 : tq == 2 ? f2 : f3;
+      const float send = tq == 0 ? f1 : tq == 1 ? f2 : tq == 2 ? f3 : f0;
+      const float other = __shfl_sync(kFull, send, (lane & ~3) | ((tq + 3) & 3));
+      const Tf32 fa = split(odd ? other : own), fb = split(odd ? own : other);  // F[g][t], F[g + 8][t]
+      // B of the update: token ut = 4 b + t's k (clamped as above) at column 16 m + 4 (g / 2) + g % 2
+      // (tile 2m) and + 2 (tile 2m + 1), the column bit 4 flipped for an odd token
+      const int ut = min(4 * b + tq, n - 1);
+      const float* krow = &sg.k[ut][0] + ((4 * (gq >> 1) + (gq & 1)) ^ ((ut & 1) ? 16 : 0));
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        const float* kp = krow + ((m & 1) ? -((ut & 1) ? 32 : 0) : 0) + 16 * m;
+        mma4x3(ra[m].x, ra[m].y, rb[m].x, rb[m].y, fa, fb, kp[0]);
+        mma4x3(ra[m].z, ra[m].w, rb[m].z, rb[m].w, fa, fb, kp[2]);
+      }
+    }
+    write_chunk<kThreads>(os, o, lane, t0, n, Hv, h, row0);  // (the coefficients too are free then)
+  }
+  float* base = S + (static_cast<size_t>(h) * kD + row0 + gq) * kD + 4 * tq;
+#pragma unroll
+  for (int m = 0; m < 8; ++m) {
+    *reinterpret_cast<float4*>(base + 16 * m) =
+        make_float4(__fmul_rn(c, ra[m].x), __fmul_rn(c, ra[m].y), __fmul_rn(c, ra[m].z), __fmul_rn(c, ra[m].w));
+    *reinterpret_cast<float4*>(base + 8 * kD + 16 * m) =
+        make_float4(__fmul_rn(c, rb[m].x), __fmul_rn(c, rb[m].y), __fmul_rn(c, rb[m].z), __fmul_rn(c, rb[m].w));
+  }
+}
+
+}  // namespace
+
+void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
+                    const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
+                    float* o) {
+  MERE_CHECK(Dk == kD && Dv == kD, "cuda gdn_prefill_tc", "head size: expected Dk = Dv = 128, got Dk = ", Dk, ", Dv = ", Dv);
+  MERE_CHECK(Hk >= 1 && Hv >= Hk && Hv % Hk == 0, "cuda gdn_prefill_tc",
+             "heads: expected Hv a positive multiple of Hk, got Hk = ", Hk, ", Hv = ", Hv);
+  MERE_CHECK(T >= 1 && T * Hv * kD < (int64_t{1} << 31), "cuda gdn_prefill_tc", "token count out of range, got ", T);
+  MERE_CHECK(scratch != nullptr, "cuda gdn_prefill_tc", "needs a scratch of gdn_c4_scratch_floats(T, Hk) floats");
+  DeviceGuard guard(dev.ordinal());
+  gdn_gram4(dev, q, k, T, Hk, scratch);
+  const int smem =
+      static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float) + kBlocks * kCoef * sizeof(float));
+  MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int blocks = static_cast<int>(Hv * (kD / kRowsPerBlock));
+  launch("gdn_prefill_tc_kernel", gdn_prefill_tc_kernel, blocks, kThreads, smem, dev.stream(), S, q, k, v, g, beta,
+         static_cast<const float*>(scratch), static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
+}
+
+}  // namespace mere::cuda
