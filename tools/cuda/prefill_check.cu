@@ -1184,10 +1184,9 @@ double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench fo
   // c4: ~94 warp instructions a token per 4 rows (v1: 124) at ~70% issue (v1: 53%; the chain is paid
   // once a 4 tokens), the Gram kernel included
   if (form == GdnBench::C4) pred = (Hv * D / 4.0) * 94.0 / 0.7 * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
-  // tc: one warp a 16 rows (Hv * 8 warps, at most one a scheduler), each 4-token block a chain of ~48
-  // m16n8k8 + 48 m16n8k4 mma.sync (~6.5 / ~3.3 cycles each on a scheduler's share of the tensor pipe)
-  // and ~250 other instructions: ~720 cycles a block
-  if (form == GdnBench::Tc) pred = 720.0 * (T / 4.0) / 1.98e9 * 1e6;
+  // tc: one warp a 16 rows (Hv * 8 warps, at most one a scheduler); s20a (H100, cvt.rna splits): 1,266
+  // instructions a 4-token block at 0.54 issued a cycle; with the LOP3 + FADD splits ~480 at ~0.55
+  if (form == GdnBench::Tc) pred = 480.0 / 0.55 * (T / 4.0) / 1.98e9 * 1e6;
   const char* name = form == GdnBench::Decode      ? "gdn_decode (existing) "
                      : form == GdnBench::Lazy4     ? "gdn_prefill_lazy rw4 "
                      : form == GdnBench::Lazy8     ? "gdn_prefill_lazy rw8 "

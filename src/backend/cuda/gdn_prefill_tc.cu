@@ -7,8 +7,9 @@
 // ([rows x 4] x [4 x 128]). Here they run as mma.sync; the rest is c4's math unchanged (S = c R, the
 // 4 x 4 recurrence a row from the Gram entries, the same coefficients: gdn_prefill_c4.cu's header).
 //
-// Precision (3xTF32): x = hi + lo, hi = rna_tf32(x), lo = rna_tf32(x - hi); a product is lo hi + hi lo
-// + hi hi (lo lo, ~2^-22 relative, dropped), accumulated in fp32 by the tensor core.
+// Precision (3xTF32): x = hi + lo, hi = x truncated to tf32, lo = x - hi (read as tf32 by the tensor
+// core, which ignores its low 13 bits); a product is lo hi + hi lo + hi hi (lo lo, ~2^-21 relative,
+// dropped), accumulated in fp32 by the tensor core: ~2^-20 relative a product.
 //
 // Layout: a block is one warp and owns the stage's kRowsPerBlock = 16 rows of one value head (the
 // mma's M). Lane (g = lane / 4, t = lane % 4) holds rows g and g + 8 at columns 16 m + 4 t .. + 3,
@@ -45,14 +46,12 @@ constexpr unsigned kFull = 0xffffffffu;
 struct Tf32 {
   uint32_t hi, lo;
 };
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
+// x = hi + lo with hi = x truncated to tf32 (its low 13 bits cleared: one LOP3) and lo = x - hi (exact,
+// |lo| < 2^-10 |x|), which the tensor core reads as tf32 by ignoring its low 13 bits: hi + tf32(lo)
+// keeps ~21 bits of x. (cvt.rna.tf32.f32 costs several integer instructions on sm_90: ncu, s20a.)
 __device__ __forceinline__ Tf32 split(float x) {
-  const uint32_t hi = to_tf32(x);
-  return {hi, to_tf32(__fsub_rn(x, __uint_as_float(hi)))};
+  const uint32_t hi = __float_as_uint(x) & 0xFFFFE000u;
+  return {hi, __float_as_uint(__fsub_rn(x, __uint_as_float(hi)))};
 }
 // d += a b (m16n8k8: a rows g, g + 8 at k t, then at k t + 4; b k t, t + 4 at n g; d rows g, g + 8 at n 2t, 2t + 1)
 __device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -62,18 +61,34 @@ __device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, ui
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+// d = a b (mma8 with a zero accumulator)
+__device__ __forceinline__ void mma8z(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                      uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %10, %10, %10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
 // c += a b (m16n8k4: a rows g, g + 8 at k t; b k t at n g; c rows g, g + 8 at n 2t, 2t + 1)
 __device__ __forceinline__ void mma4(float& c0, float& c1, float& c2, float& c3, uint32_t a0, uint32_t a1, uint32_t b0) {
   asm("mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
       : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
       : "r"(a0), "r"(a1), "r"(b0));
 }
-// acc[0..2] += the 3xTF32 product of A = {a0, a1, a2, a3} and B = {b0, b1} (lo hi, hi lo, hi hi)
+// acc[0..2] (+)= the 3xTF32 product of A = {a0, a1, a2, a3} and B = {b0, b1} (lo hi, hi lo, hi hi);
+// First: the accumulators start at zero
+template <bool First>
 __device__ __forceinline__ void mma8x3(float (&acc)[3][4], float a0, float a1, float a2, float a3, float b0, float b1) {
   const Tf32 A0 = split(a0), A1 = split(a1), A2 = split(a2), A3 = split(a3), B0 = split(b0), B1 = split(b1);
-  mma8(acc[0], A0.lo, A1.lo, A2.lo, A3.lo, B0.hi, B1.hi);
-  mma8(acc[1], A0.hi, A1.hi, A2.hi, A3.hi, B0.lo, B1.lo);
-  mma8(acc[2], A0.hi, A1.hi, A2.hi, A3.hi, B0.hi, B1.hi);
+  if constexpr (First) {
+    mma8z(acc[0], A0.lo, A1.lo, A2.lo, A3.lo, B0.hi, B1.hi);
+    mma8z(acc[1], A0.hi, A1.hi, A2.hi, A3.hi, B0.lo, B1.lo);
+    mma8z(acc[2], A0.hi, A1.hi, A2.hi, A3.hi, B0.hi, B1.hi);
+  } else {
+    mma8(acc[0], A0.lo, A1.lo, A2.lo, A3.lo, B0.hi, B1.hi);
+    mma8(acc[1], A0.hi, A1.hi, A2.hi, A3.hi, B0.lo, B1.lo);
+    mma8(acc[2], A0.hi, A1.hi, A2.hi, A3.hi, B0.hi, B1.hi);
+  }
 }
 // {c0, c1, c2, c3} += the 3xTF32 product of A = {fa, fb} and B = kb (lo hi, hi lo, hi hi, in place)
 __device__ __forceinline__ void mma4x3(float& c0, float& c1, float& c2, float& c3, const Tf32& fa, const Tf32& fb,
@@ -135,12 +150,17 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_tc_kernel(float* __restr
       const int xt = min(4 * b + (gq & 3), n - 1);
       const float* xrow = (gq < 4 ? &sg.k[xt][0] : &sg.q[xt][0]) + 4 * tq;
       const int xs = (xt & 1) ? 16 : 0;
-      float acc[2][3][4] = {};  // [tile e][lo hi, hi lo, hi hi][C fragment]
+      float acc[2][3][4];  // [tile e][lo hi, hi lo, hi hi][C fragment]
+      {
+        const float4 x = *reinterpret_cast<const float4*>(xrow + xs);
+        mma8x3<true>(acc[0], ra[0].x, rb[0].x, ra[0].y, rb[0].y, x.x, x.y);
+        mma8x3<true>(acc[1], ra[0].z, rb[0].z, ra[0].w, rb[0].w, x.z, x.w);
+      }
 #pragma unroll
-      for (int m = 0; m < 8; ++m) {
+      for (int m = 1; m < 8; ++m) {
         const float4 x = *reinterpret_cast<const float4*>(xrow + 16 * m + ((m & 1) ? -xs : xs));
-        mma8x3(acc[0], ra[m].x, rb[m].x, ra[m].y, rb[m].y, x.x, x.y);
-        mma8x3(acc[1], ra[m].z, rb[m].z, ra[m].w, rb[m].w, x.z, x.w);
+        mma8x3<false>(acc[0], ra[m].x, rb[m].x, ra[m].y, rb[m].y, x.x, x.y);
+        mma8x3<false>(acc[1], ra[m].z, rb[m].z, ra[m].w, rb[m].w, x.z, x.w);
       }
       float dsum[4];  // rows g, g (columns 2t, 2t + 1), g + 8, g + 8
 #pragma unroll
