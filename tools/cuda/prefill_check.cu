@@ -779,11 +779,13 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
                             [&](float* fS, float* scr, float* o) {
                               gdn_prefill_c4(dev, fS, fq, fk, fv, fg, fb, c.T, c.Hk, c.Hv, D, D, scr, o);
                             });
-    // c4's math with the products on the tensor cores (3xTF32)
-    const Run tc = run_form(4096, static_cast<size_t>(gdn_c4_scratch_floats(c.T, c.Hk)), 4096,
-                            [&](float* fS, float* scr, float* o) {
-                              gdn_prefill_tc(dev, fS, fq, fk, fv, fg, fb, c.T, c.Hk, c.Hv, D, D, scr, o);
-                            });
+    // c4's math with the products on the tensor cores (3xTF32), 1, 2 and 4 warps a 16 rows
+    Run tc[3];
+    for (int w = 0; w < 3; ++w)
+      tc[w] = run_form(4096, static_cast<size_t>(gdn_c4_scratch_floats(c.T, c.Hk)), 4096,
+                       [&](float* fS, float* scr, float* o) {
+                         gdn_prefill_tc(dev, fS, fq, fk, fv, fg, fb, c.T, c.Hk, c.Hv, D, D, scr, o, 1 << w);
+                       });
     // the chunked WY/UT form
     const Run chunked = run_form(static_cast<size_t>(64 * c.Hv * D), static_cast<size_t>(gdn_chunked_scratch_floats(c.T, c.Hv)),
                                  4096, [&](float* fS, float* scr, float* o) {
@@ -818,7 +820,7 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
     };
     check("gdn_prefill", rec, 1e-5, 1e-4, 1e-10, false);
     check("gdn_prefill_c4", c4, 1e-5, 1e-4, 1e-10, true);
-    check("gdn_prefill_tc", tc, 1e-5, 1e-4, 1e-10, true);
+    for (int w = 0; w < 3; ++w) check("gdn_prefill_tc w" + std::to_string(1 << w), tc[w], 1e-5, 1e-4, 1e-10, true);
     for (int rw = 0; rw < 2; ++rw) check("gdn_prefill_lazy rw" + std::to_string(4 << rw), lazy[rw], 1e-5, 1e-4, 1e-10, false);
     check("gdn_prefill_chunked", chunked, 1e-4, 1e-3, 1e-9, true);
     ++ci;
@@ -1160,7 +1162,7 @@ struct GdnBenchIo {
   std::string shape() const { return "Hk=" + std::to_string(Hk) + " Hv=" + std::to_string(Hv) + " T=" + std::to_string(T); }
 };
 
-enum class GdnBench { Recurrent, Lazy4, Lazy8, C4, Tc, Decode };
+enum class GdnBench { Recurrent, Lazy4, Lazy8, C4, Tc1, Tc2, Tc4, Decode };
 double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench form) {
   const int64_t D = 128;
   GdnBenchIo io(dev, Hk, Hv, T);
@@ -1171,7 +1173,9 @@ double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench fo
     if (form == GdnBench::Decode) gdn_decode(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o);
     else if (form == GdnBench::Recurrent) gdn_prefill(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o);
     else if (form == GdnBench::C4) gdn_prefill_c4(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, scr.as<float>(), o);
-    else if (form == GdnBench::Tc) gdn_prefill_tc(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, scr.as<float>(), o);
+    else if (form == GdnBench::Tc1 || form == GdnBench::Tc2 || form == GdnBench::Tc4)
+      gdn_prefill_tc(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, scr.as<float>(), o,
+                     form == GdnBench::Tc1 ? 1 : form == GdnBench::Tc2 ? 2 : 4);
     else gdn_prefill_lazy(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o, form == GdnBench::Lazy8 ? 8 : 4);
   });
   // prediction, recurrent: issue-bound SIMT, ~95 warp instructions a token per 4 rows of S, 4 issues/clk/SM
@@ -1184,14 +1188,22 @@ double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench fo
   // c4: ~94 warp instructions a token per 4 rows (v1: 124) at ~70% issue (v1: 53%; the chain is paid
   // once a 4 tokens), the Gram kernel included
   if (form == GdnBench::C4) pred = (Hv * D / 4.0) * 94.0 / 0.7 * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
-  // tc: one warp a 16 rows (Hv * 8 warps, at most one a scheduler); s20a (H100, cvt.rna splits): 1,266
-  // instructions a 4-token block at 0.54 issued a cycle; with the LOP3 + FADD splits ~480 at ~0.55
-  if (form == GdnBench::Tc) pred = 480.0 / 0.55 * (T / 4.0) / 1.98e9 * 1e6;
+  // tc with one warp a 16 rows: s20b (H100) 818 instructions a 4-token block at 0.41 issued a cycle
+  // (one warp a scheduler: ~2,000 cycles a block); with P warps a 16 rows (each 1 / P of the columns,
+  // the recurrence in each) ~(440 / P + 250) instructions a warp, min(P Hv 8 / (4 SMs), 3) warps a
+  // scheduler at ~0.4 issued a cycle a warp
+  if (form == GdnBench::Tc1 || form == GdnBench::Tc2 || form == GdnBench::Tc4) {
+    const double P = form == GdnBench::Tc1 ? 1 : form == GdnBench::Tc2 ? 2 : 4;
+    const double wps = std::max(1.0, std::min(P * Hv * 8 / (4.0 * dev.sm_count()), 3.0));
+    pred = (440.0 / P + 250.0) * wps / std::min(1.0, 0.4 * wps) * (T / 4.0) / 1.98e9 * 1e6;
+  }
   const char* name = form == GdnBench::Decode      ? "gdn_decode (existing) "
                      : form == GdnBench::Lazy4     ? "gdn_prefill_lazy rw4 "
                      : form == GdnBench::Lazy8     ? "gdn_prefill_lazy rw8 "
                      : form == GdnBench::C4        ? "gdn_prefill_c4 "
-                     : form == GdnBench::Tc        ? "gdn_prefill_tc "
+                     : form == GdnBench::Tc1       ? "gdn_prefill_tc w1 "
+                     : form == GdnBench::Tc2       ? "gdn_prefill_tc w2 "
+                     : form == GdnBench::Tc4       ? "gdn_prefill_tc w4 "
                                                    : "gdn_prefill ";
   add_bench(std::string(name) + io.shape(), io.bytes(), io.flops(), form == GdnBench::Decode ? 0 : pred, t);
   return t.median_us;
@@ -1358,7 +1370,7 @@ void bench_all(CudaDevice& dev) {
   const double p_down = bench_prepare(dev, T, 17408);
   bench_gdn(dev, 16, 48, T, GdnBench::Recurrent);
   const double gdn27 = bench_gdn(dev, 16, 48, T, GdnBench::C4);  // the engine's default form
-  bench_gdn(dev, 16, 48, T, GdnBench::Tc);
+  bench_gdn(dev, 16, 48, T, GdnBench::Tc2);
   bench_gdn_chunked(dev, 16, 48, T);
   bench_gdn(dev, 16, 48, T, GdnBench::Decode);
   const double att27 = bench_attention(dev, 24, 4, T, KvType::BF16);
@@ -1425,7 +1437,7 @@ void bench_all(CudaDevice& dev) {
   const MoeTimes mt = bench_moe(dev, 256, 512, 2048, T, 8);
   bench_gdn(dev, 16, 32, T, GdnBench::Recurrent);
   const double gdn35 = bench_gdn(dev, 16, 32, T, GdnBench::C4);  // the engine's default form
-  bench_gdn(dev, 16, 32, T, GdnBench::Tc);
+  bench_gdn(dev, 16, 32, T, GdnBench::Tc2);
   bench_gdn_chunked(dev, 16, 32, T);
   const double att35 = bench_attention(dev, 16, 2, T, KvType::BF16);
   const double moe35 = h_router + h_sgu + h_sdn + 2 * p_x35 + mt.sort + mt.gather + mt.gate_up + mt.prep_down + mt.down +
@@ -1487,7 +1499,7 @@ int main(int argc, char** argv) {
       if (bench)
         phase("bench", [&] {
           for (const int64_t Hv : {48, 32})
-            for (const GdnBench f : {GdnBench::Recurrent, GdnBench::Lazy4, GdnBench::Lazy8, GdnBench::C4, GdnBench::Tc})
+            for (const GdnBench f : {GdnBench::Recurrent, GdnBench::C4, GdnBench::Tc1, GdnBench::Tc2, GdnBench::Tc4})
               bench_gdn(dev, 16, Hv, 512, f);
           bench_gdn_chunked(dev, 16, 48, 512);
         });

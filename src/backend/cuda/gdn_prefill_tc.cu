@@ -27,6 +27,9 @@
 // solve the recurrence, the b lanes take d with an xor-2 exchange and write o, and one shuffle gives
 // every lane F of both its rows at its token. k and q are staged with an odd token's 16-byte chunks at
 // j ^ 4, so the 8 lanes of a quarter-warp (tokens g and g + 1) read both halves of the banks.
+#include <cstdlib>
+#include <string_view>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gdn_prefill.h"
 #include "backend/cuda/gdn_prefill_c4.cuh"
@@ -38,7 +41,6 @@ namespace {
 
 using namespace gdn_stage;
 using namespace gdn_c4;
-constexpr int kThreads = 32;         // one warp = kRowsPerBlock (16) rows = the mma's M
 constexpr int kBlocks = kChunk / 4;  // 4-token blocks a chunk
 constexpr int kSwz = 4;              // an odd token's 16-byte k / q chunk j at j ^ 4 (columns ^ 16)
 constexpr unsigned kFull = 0xffffffffu;
@@ -90,112 +92,143 @@ __device__ __forceinline__ void mma8x3(float (&acc)[3][4], float a0, float a1, f
     mma8(acc[2], A0.hi, A1.hi, A2.hi, A3.hi, B0.hi, B1.hi);
   }
 }
-// {c0, c1, c2, c3} += the 3xTF32 product of A = {fa, fb} and B = kb (lo hi, hi lo, hi hi, in place)
-__device__ __forceinline__ void mma4x3(float& c0, float& c1, float& c2, float& c3, const Tf32& fa, const Tf32& fb,
-                                       float kb) {
+// u = the 3xTF32 product of A = {fa, fb} and B = kb (lo hi, hi lo, hi hi; from zero)
+__device__ __forceinline__ void mma4x3(float (&u)[4], const Tf32& fa, const Tf32& fb, float kb) {
   const Tf32 K = split(kb);
-  mma4(c0, c1, c2, c3, fa.lo, fb.lo, K.hi);
-  mma4(c0, c1, c2, c3, fa.hi, fb.hi, K.lo);
-  mma4(c0, c1, c2, c3, fa.hi, fb.hi, K.hi);
+  u[0] = u[1] = u[2] = u[3] = 0.0f;
+  mma4(u[0], u[1], u[2], u[3], fa.lo, fb.lo, K.hi);
+  mma4(u[0], u[1], u[2], u[3], fa.hi, fb.hi, K.lo);
+  mma4(u[0], u[1], u[2], u[3], fa.hi, fb.hi, K.hi);
 }
 
-__global__ void __launch_bounds__(kThreads) gdn_prefill_tc_kernel(float* __restrict__ S, const float* __restrict__ q,
-                                                                  const float* __restrict__ k,
-                                                                  const float* __restrict__ v,
-                                                                  const float* __restrict__ g,
-                                                                  const float* __restrict__ beta,
-                                                                  const float* __restrict__ gram, int T, int Hk,
-                                                                  int Hv, float* __restrict__ o) {
+// P warps share a block's 16 rows: warp w owns the columns 16 m + 0..15 of m = w kM .. w kM + kM - 1
+// (kM = 8 / P). Their dot products' partial sums meet in shared memory (xb, double-buffered by block
+// parity: the one barrier a block also orders the reuse), each warp sums them in warp order, so all P
+// warps hold the same A_j, B_j and run the same recurrence; warp 0 writes o.
+template <int P>
+__global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restrict__ S, const float* __restrict__ q,
+                                                                const float* __restrict__ k, const float* __restrict__ v,
+                                                                const float* __restrict__ g,
+                                                                const float* __restrict__ beta,
+                                                                const float* __restrict__ gram, int T, int Hk, int Hv,
+                                                                float* __restrict__ o) {
+  constexpr int kM = 8 / P, NT = 32 * P;
   pdl_begin();
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  Stage* st = reinterpret_cast<Stage*>(smem_raw);  // [2]
-  float* os = reinterpret_cast<float*>(st + 2);    // [kChunk][kRowsPerBlock]
-  float* cfs = os + kChunk * kRowsPerBlock;        // [kBlocks][kCoef]
-  const int lane = threadIdx.x, gq = lane >> 2, tq = lane & 3;
+  Stage* st = reinterpret_cast<Stage*>(smem_raw);                // [2]
+  float* os = reinterpret_cast<float*>(st + 2);                  // [kChunk][kRowsPerBlock]
+  float* cfs = os + kChunk * kRowsPerBlock;                      // [kBlocks][kCoef]
+  float4* xb = reinterpret_cast<float4*>(cfs + kBlocks * kCoef);  // [2][P][32] partial dot products
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.x / (kD / kRowsPerBlock);
   const int row0 = (blockIdx.x % (kD / kRowsPerBlock)) * kRowsPerBlock;
   const int kh = h / (Hv / Hk);
   const bool odd = (tq & 1) != 0, blane = tq >= 2;
   const int rr = gq + 8 * (tq & 1);  // the row of this lane's recurrence (a lanes) or o (b lanes)
+  const int col0 = 16 * kM * warp;   // the warp's first column
 
-  float4 ra[8], rb[8];  // rows g and g + 8 of the block, columns 16 m + 4 t .. + 3
+  float4 ra[kM], rb[kM];  // rows g and g + 8 of the block, columns col0 + 16 i + 4 t .. + 3
   {
-    const float* base = S + (static_cast<size_t>(h) * kD + row0 + gq) * kD + 4 * tq;
+    const float* base = S + (static_cast<size_t>(h) * kD + row0 + gq) * kD + col0 + 4 * tq;
 #pragma unroll
-    for (int m = 0; m < 8; ++m) {
-      ra[m] = *reinterpret_cast<const float4*>(base + 16 * m);
-      rb[m] = *reinterpret_cast<const float4*>(base + 8 * kD + 16 * m);
+    for (int i = 0; i < kM; ++i) {
+      ra[i] = *reinterpret_cast<const float4*>(base + 16 * i);
+      rb[i] = *reinterpret_cast<const float4*>(base + 8 * kD + 16 * i);
     }
   }
   float c = 1.0f;  // S = c R (block-uniform)
 
   auto load = [&](int buf, int t0) {
-    stage_chunk<kThreads, kSwz>(st[buf], lane, t0, T, q, k, v, g, beta, Hk, Hv, kh, h, row0);
+    stage_chunk<NT, kSwz>(st[buf], tid, t0, T, q, k, v, g, beta, Hk, Hv, kh, h, row0);
   };
   load(0, 0);
   const int nchunks = (T + kChunk - 1) / kChunk;
+  int parity = 0;
   for (int ch = 0; ch < nchunks; ++ch) {
     const int t0 = ch * kChunk, n = min(kChunk, T - t0), nb = (n + 3) / 4;
     wait_chunk(ch, nchunks, t0, load);
-    const Stage& sg = st[ch & 1];
-    if (lane < nb)
-      block_coefficients(sg, lane, n, gram + (static_cast<size_t>(t0 / 4 + lane) * Hk + kh) * 16, cfs + lane * kCoef);
+    Stage& sg = st[ch & 1];
+    if (tid < nb)
+      block_coefficients(sg, tid, n, gram + (static_cast<size_t>(t0 / 4 + tid) * Hk + kh) * 16, cfs + tid * kCoef);
+    // a last block with fewer than 4 tokens: zero k, q and v of its missing tokens (beta 0 drops them;
+    // zeros keep the products finite), so every block reads 4 whole tokens
+    for (int e = tid; e < (4 * nb - n) * kD; e += NT) {
+      const int t = n + e / kD, j = e % kD;
+      sg.k[t][j] = 0.0f;
+      sg.q[t][j] = 0.0f;
+      if (j < kRowsPerBlock) sg.v[t][j] = 0.0f;
+    }
     __syncthreads();
-    for (int b = 0; b < nb; ++b) {
+    // B of the dot products: token 4 b + g's k (g < 4) or 4 b + g - 4's q; the lane's columns col0 +
+    // 16 i + 4 t .. + 3 are chunk (col0 / 4 + 4 i + t), at ^ 4 (columns ^ 16) for an odd token, i.e.
+    // 16 columns right (i even) or left (i odd); kM is even, so i's parity is the column block's
+    const int xs = (gq & 1) ? 16 : 0;  // token 4 b + (g & 3) is odd iff g is
+    const float* xrow = (gq < 4 ? &sg.k[gq & 3][0] : &sg.q[gq & 3][0]) + col0 + 4 * tq;
+    // B of the update: token 4 b + t's k at column col0 + 16 i + 4 (g / 2) + g % 2 (tile 2i) and + 2
+    // (tile 2i + 1), bit 4 of the column flipped for an odd token (t odd)
+    const int us = (tq & 1) ? 16 : 0;
+    const float* krow = &sg.k[tq][0] + col0 + 4 * (gq >> 1) + (gq & 1);
+    for (int b = 0; b < nb; ++b, parity ^= 1) {
       const float4* cf = reinterpret_cast<const float4*>(cfs + b * kCoef);
       const float4 Gm = cf[0], Bt = cf[1], c2 = cf[2], c3 = cf[3], c4 = cf[4], c5 = cf[5], Up = cf[6];
-      // B of the dot products: token xt's k (g < 4) or q (g >= 4), clamped into the chunk (a token
-      // past it has beta 0, so its finite dot products drop out); its columns 16 m + 4 t .. + 3 are
-      // chunk 4 m + t, at (4 m + t) ^ 4 for an odd token
-      const int xt = min(4 * b + (gq & 3), n - 1);
-      const float* xrow = (gq < 4 ? &sg.k[xt][0] : &sg.q[xt][0]) + 4 * tq;
-      const int xs = (xt & 1) ? 16 : 0;
+      const float* xb_row = xrow + 4 * b * kD;
       float acc[2][3][4];  // [tile e][lo hi, hi lo, hi hi][C fragment]
       {
-        const float4 x = *reinterpret_cast<const float4*>(xrow + xs);
+        const float4 x = *reinterpret_cast<const float4*>(xb_row + xs);
         mma8x3<true>(acc[0], ra[0].x, rb[0].x, ra[0].y, rb[0].y, x.x, x.y);
         mma8x3<true>(acc[1], ra[0].z, rb[0].z, ra[0].w, rb[0].w, x.z, x.w);
       }
 #pragma unroll
-      for (int m = 1; m < 8; ++m) {
-        const float4 x = *reinterpret_cast<const float4*>(xrow + 16 * m + ((m & 1) ? -xs : xs));
-        mma8x3<false>(acc[0], ra[m].x, rb[m].x, ra[m].y, rb[m].y, x.x, x.y);
-        mma8x3<false>(acc[1], ra[m].z, rb[m].z, ra[m].w, rb[m].w, x.z, x.w);
+      for (int i = 1; i < kM; ++i) {
+        const float4 x = *reinterpret_cast<const float4*>(xb_row + 16 * i + ((i & 1) ? -xs : xs));
+        mma8x3<false>(acc[0], ra[i].x, rb[i].x, ra[i].y, rb[i].y, x.x, x.y);
+        mma8x3<false>(acc[1], ra[i].z, rb[i].z, ra[i].w, rb[i].w, x.z, x.w);
       }
       float dsum[4];  // rows g, g (columns 2t, 2t + 1), g + 8, g + 8
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         dsum[i] = __fadd_rn(__fadd_rn(acc[0][2][i], acc[1][2][i]),
                             __fadd_rn(__fadd_rn(acc[0][0][i], acc[1][0][i]), __fadd_rn(acc[0][1][i], acc[1][1][i])));
+      if constexpr (P > 1) {  // the P warps' partial sums, added in warp order
+        float4* xp = xb + parity * (P * 32);
+        xp[warp * 32 + lane] = make_float4(dsum[0], dsum[1], dsum[2], dsum[3]);
+        asm volatile("bar.sync 1, %0;" ::"n"(NT) : "memory");
+        float4 a = xp[lane];
+#pragma unroll
+        for (int w = 1; w < P; ++w) {
+          const float4 y = xp[w * 32 + lane];
+          a = make_float4(__fadd_rn(a.x, y.x), __fadd_rn(a.y, y.y), __fadd_rn(a.z, y.z), __fadd_rn(a.w, y.w));
+        }
+        dsum[0] = a.x, dsum[1] = a.y, dsum[2] = a.z, dsum[3] = a.w;
+      }
       // p[j]: A_j (a lanes) or B_j (b lanes) of row rr — an even lane keeps row g's pair and gets the
       // odd lane's, the odd lane keeps row g + 8's
       const float s0 = odd ? dsum[0] : dsum[2], s1 = odd ? dsum[1] : dsum[3];
       const float x0 = __shfl_xor_sync(kFull, s0, 1), x1 = __shfl_xor_sync(kFull, s1, 1);
       const float p0 = odd ? x0 : dsum[0], p1 = odd ? x1 : dsum[1], p2 = odd ? dsum[2] : x0, p3 = odd ? dsum[3] : x1;
-      float vr[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) vr[j] = sg.v[min(4 * b + j, n - 1)][rr];
+      const float* vb = &sg.v[4 * b][rr];
+      const float vr0 = vb[0], vr1 = vb[kRowsPerBlock], vr2 = vb[2 * kRowsPerBlock], vr3 = vb[3 * kRowsPerBlock];
       // the recurrence (gdn_prefill_c4's; the b lanes' results are dropped)
       const float cn0 = __fmul_rn(c, Gm.x), cn1 = __fmul_rn(c, Gm.y), cn2 = __fmul_rn(c, Gm.z), cn3 = __fmul_rn(c, Gm.w);
-      const float d0 = __fmul_rn(Bt.x, __fsub_rn(vr[0], __fmul_rn(cn0, p0)));
-      const float d1 = __fmul_rn(Bt.y, __fsub_rn(vr[1], __fmaf_rn(c2.x, d0, __fmul_rn(cn1, p1))));
-      const float d2 = __fmul_rn(Bt.z, __fsub_rn(vr[2], __fmaf_rn(c2.w, d1, __fmaf_rn(c2.y, d0, __fmul_rn(cn2, p2)))));
+      const float d0 = __fmul_rn(Bt.x, __fsub_rn(vr0, __fmul_rn(cn0, p0)));
+      const float d1 = __fmul_rn(Bt.y, __fsub_rn(vr1, __fmaf_rn(c2.x, d0, __fmul_rn(cn1, p1))));
+      const float d2 = __fmul_rn(Bt.z, __fsub_rn(vr2, __fmaf_rn(c2.w, d1, __fmaf_rn(c2.y, d0, __fmul_rn(cn2, p2)))));
       const float d3 = __fmul_rn(
-          Bt.w, __fsub_rn(vr[3], __fmaf_rn(c3.y, d2, __fmaf_rn(c3.x, d1, __fmaf_rn(c2.z, d0, __fmul_rn(cn3, p3))))));
+          Bt.w, __fsub_rn(vr3, __fmaf_rn(c3.y, d2, __fmaf_rn(c3.x, d1, __fmaf_rn(c2.z, d0, __fmul_rn(cn3, p3))))));
       const float e0 = __shfl_xor_sync(kFull, d0, 2), e1 = __shfl_xor_sync(kFull, d1, 2),
                   e2 = __shfl_xor_sync(kFull, d2, 2), e3 = __shfl_xor_sync(kFull, d3, 2);
       const float dd0 = blane ? e0 : d0, dd1 = blane ? e1 : d1, dd2 = blane ? e2 : d2, dd3 = blane ? e3 : d3;
-      if (blane) {
+      if (warp == 0 && blane) {
         const float o0 = __fmaf_rn(c3.z, dd0, __fmul_rn(cn0, p0));
         const float o1 = __fmaf_rn(c4.z, dd1, __fmaf_rn(c3.w, dd0, __fmul_rn(cn1, p1)));
         const float o2 = __fmaf_rn(c5.y, dd2, __fmaf_rn(c4.w, dd1, __fmaf_rn(c4.x, dd0, __fmul_rn(cn2, p2))));
         const float o3 =
             __fmaf_rn(c5.w, dd3, __fmaf_rn(c5.z, dd2, __fmaf_rn(c5.x, dd1, __fmaf_rn(c4.y, dd0, __fmul_rn(cn3, p3)))));
-        float* ob = os + (4 * b) * kRowsPerBlock + rr;
-        ob[0] = o0;  // rows past the chunk's tokens land in os but are never copied out
-        if (4 * b + 1 < n) ob[kRowsPerBlock] = o1;
-        if (4 * b + 2 < n) ob[2 * kRowsPerBlock] = o2;
-        if (4 * b + 3 < n) ob[3 * kRowsPerBlock] = o3;
+        float* ob = os + (4 * b) * kRowsPerBlock + rr;  // tokens past the chunk's land in os, never copied out
+        ob[0] = o0;
+        ob[kRowsPerBlock] = o1;
+        ob[2 * kRowsPerBlock] = o2;
+        ob[3 * kRowsPerBlock] = o3;
       }
       // the block's end: c' = c Γ_3, folded into R below 2^-60
       const bool renorm = cn3 < kRenorm;  // block-uniform
@@ -203,9 +236,9 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_tc_kernel(float* __restr
       c = renorm ? 1.0f : cn3;
       if (renorm) {
 #pragma unroll
-        for (int m = 0; m < 8; ++m) {
-          ra[m] = make_float4(__fmul_rn(ra[m].x, cn3), __fmul_rn(ra[m].y, cn3), __fmul_rn(ra[m].z, cn3), __fmul_rn(ra[m].w, cn3));
-          rb[m] = make_float4(__fmul_rn(rb[m].x, cn3), __fmul_rn(rb[m].y, cn3), __fmul_rn(rb[m].z, cn3), __fmul_rn(rb[m].w, cn3));
+        for (int i = 0; i < kM; ++i) {
+          ra[i] = make_float4(__fmul_rn(ra[i].x, cn3), __fmul_rn(ra[i].y, cn3), __fmul_rn(ra[i].z, cn3), __fmul_rn(ra[i].w, cn3));
+          rb[i] = make_float4(__fmul_rn(rb[i].x, cn3), __fmul_rn(rb[i].y, cn3), __fmul_rn(rb[i].z, cn3), __fmul_rn(rb[i].w, cn3));
         }
       }
       // F[row][j] = P_j3 d_j / c'; this lane has row rr's; the other row's at token t comes from lane
@@ -216,34 +249,61 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_tc_kernel(float* __restr
       const float send = tq == 0 ? f1 : tq == 1 ? f2 : tq == 2 ? f3 : f0;
       const float other = __shfl_sync(kFull, send, (lane & ~3) | ((tq + 3) & 3));
       const Tf32 fa = split(odd ? other : own), fb = split(odd ? own : other);  // F[g][t], F[g + 8][t]
-      // B of the update: token ut = 4 b + t's k (clamped as above) at column 16 m + 4 (g / 2) + g % 2
-      // (tile 2m) and + 2 (tile 2m + 1), the column bit 4 flipped for an odd token
-      const int ut = min(4 * b + tq, n - 1);
-      const float* krow = &sg.k[ut][0] + ((4 * (gq >> 1) + (gq & 1)) ^ ((ut & 1) ? 16 : 0));
+      // the update: U = F K^T of each tile from zero, then R += U (fp32 adds)
+      const float* kb = krow + 4 * b * kD;
 #pragma unroll
-      for (int m = 0; m < 8; ++m) {
-        const float* kp = krow + ((m & 1) ? -((ut & 1) ? 32 : 0) : 0) + 16 * m;
-        mma4x3(ra[m].x, ra[m].y, rb[m].x, rb[m].y, fa, fb, kp[0]);
-        mma4x3(ra[m].z, ra[m].w, rb[m].z, rb[m].w, fa, fb, kp[2]);
+      for (int i = 0; i < kM; ++i) {
+        const float* kp = kb + 16 * i + ((i & 1) ? -us : us);
+        float u0[4], u1[4];
+        mma4x3(u0, fa, fb, kp[0]);
+        mma4x3(u1, fa, fb, kp[2]);
+        ra[i] = make_float4(__fadd_rn(ra[i].x, u0[0]), __fadd_rn(ra[i].y, u0[1]), __fadd_rn(ra[i].z, u1[0]),
+                            __fadd_rn(ra[i].w, u1[1]));
+        rb[i] = make_float4(__fadd_rn(rb[i].x, u0[2]), __fadd_rn(rb[i].y, u0[3]), __fadd_rn(rb[i].z, u1[2]),
+                            __fadd_rn(rb[i].w, u1[3]));
       }
     }
-    write_chunk<kThreads>(os, o, lane, t0, n, Hv, h, row0);  // (the coefficients too are free then)
+    write_chunk<NT>(os, o, tid, t0, n, Hv, h, row0);  // (the coefficients too are free then)
   }
-  float* base = S + (static_cast<size_t>(h) * kD + row0 + gq) * kD + 4 * tq;
+  float* base = S + (static_cast<size_t>(h) * kD + row0 + gq) * kD + col0 + 4 * tq;
 #pragma unroll
-  for (int m = 0; m < 8; ++m) {
-    *reinterpret_cast<float4*>(base + 16 * m) =
-        make_float4(__fmul_rn(c, ra[m].x), __fmul_rn(c, ra[m].y), __fmul_rn(c, ra[m].z), __fmul_rn(c, ra[m].w));
-    *reinterpret_cast<float4*>(base + 8 * kD + 16 * m) =
-        make_float4(__fmul_rn(c, rb[m].x), __fmul_rn(c, rb[m].y), __fmul_rn(c, rb[m].z), __fmul_rn(c, rb[m].w));
+  for (int i = 0; i < kM; ++i) {
+    *reinterpret_cast<float4*>(base + 16 * i) =
+        make_float4(__fmul_rn(c, ra[i].x), __fmul_rn(c, ra[i].y), __fmul_rn(c, ra[i].z), __fmul_rn(c, ra[i].w));
+    *reinterpret_cast<float4*>(base + 8 * kD + 16 * i) =
+        make_float4(__fmul_rn(c, rb[i].x), __fmul_rn(c, rb[i].y), __fmul_rn(c, rb[i].z), __fmul_rn(c, rb[i].w));
   }
+}
+
+// MERE_CUDA_GDN_TC_WARPS: the warps P a 16 rows share (1, 2 or 4; default 2)
+int tc_warps() {
+  static const int p = [] {
+    const char* e = std::getenv("MERE_CUDA_GDN_TC_WARPS");
+    if (e == nullptr || *e == 0) return 2;
+    const std::string_view s(e);
+    MERE_CHECK(s == "1" || s == "2" || s == "4", "cuda gdn_prefill_tc", "MERE_CUDA_GDN_TC_WARPS must be 1, 2 or 4, got '", s, "'");
+    return s[0] - '0';
+  }();
+  return p;
+}
+
+template <int P>
+void launch_tc(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
+               const float* beta, int64_t T, int64_t Hk, int64_t Hv, const float* gram, float* o) {
+  const int smem = static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float) +
+                                    kBlocks * kCoef * sizeof(float) + 2 * P * 32 * sizeof(float4));
+  MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_tc_kernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int blocks = static_cast<int>(Hv * (kD / kRowsPerBlock));
+  launch("gdn_prefill_tc_kernel", gdn_prefill_tc_kernel<P>, blocks, 32 * P, smem, dev.stream(), S, q, k, v, g, beta,
+         gram, static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
 }
 
 }  // namespace
 
 void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                     const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
-                    float* o) {
+                    float* o, int warps) {
+  MERE_CHECK(warps == 0 || warps == 1 || warps == 2 || warps == 4, "cuda gdn_prefill_tc", "warps must be 0, 1, 2 or 4, got ", warps);
   MERE_CHECK(Dk == kD && Dv == kD, "cuda gdn_prefill_tc", "head size: expected Dk = Dv = 128, got Dk = ", Dk, ", Dv = ", Dv);
   MERE_CHECK(Hk >= 1 && Hv >= Hk && Hv % Hk == 0, "cuda gdn_prefill_tc",
              "heads: expected Hv a positive multiple of Hk, got Hk = ", Hk, ", Hv = ", Hv);
@@ -251,12 +311,12 @@ void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, c
   MERE_CHECK(scratch != nullptr, "cuda gdn_prefill_tc", "needs a scratch of gdn_c4_scratch_floats(T, Hk) floats");
   DeviceGuard guard(dev.ordinal());
   gdn_gram4(dev, q, k, T, Hk, scratch);
-  const int smem =
-      static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float) + kBlocks * kCoef * sizeof(float));
-  MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const int blocks = static_cast<int>(Hv * (kD / kRowsPerBlock));
-  launch("gdn_prefill_tc_kernel", gdn_prefill_tc_kernel, blocks, kThreads, smem, dev.stream(), S, q, k, v, g, beta,
-         static_cast<const float*>(scratch), static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
+  const float* gram = scratch;
+  switch (warps != 0 ? warps : tc_warps()) {
+    case 1: launch_tc<1>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
+    case 4: launch_tc<4>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
+    default: launch_tc<2>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
+  }
 }
 
 }  // namespace mere::cuda
