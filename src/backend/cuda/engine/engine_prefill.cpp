@@ -60,8 +60,8 @@ struct CudaEngine::Prefill {
   bool generic_attn = false;  // head_dim != 256 or > 8 query heads a KV head: the engine's split kernel
   float *x, *xn, *o, *h, *ws;
   // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_prefill or the engine's generic
-  // kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4 and tc: the
-  // Gram entries), else null
+  // kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4: the Gram entries,
+  // tc: those and the cross entries of consecutive blocks), else null
   GdnPrefillForm gdn_form = GdnPrefillForm::Recurrent;
   float* gdn_scratch;
   uint16_t* xq;
@@ -202,8 +202,8 @@ void CudaEngine::alloc_prefill() {
     p->row_token = reinterpret_cast<int32_t*>(take(R * K)), p->pair_row = reinterpret_cast<int32_t*>(take(R * K));
     p->ids = reinterpret_cast<int32_t*>(take(R)), p->pos = reinterpret_cast<int32_t*>(take(1));
     p->gdn_scratch = gdn_form == GdnPrefillForm::Chunked ? take(gdn_chunked_scratch_floats(R, Hv))
-                     : gdn_form == GdnPrefillForm::C4 || gdn_form == GdnPrefillForm::Tc
-                         ? take(gdn_c4_scratch_floats(R, c.lin_k_heads))
+                     : gdn_form == GdnPrefillForm::C4    ? take(gdn_c4_scratch_floats(R, c.lin_k_heads))
+                     : gdn_form == GdnPrefillForm::Tc    ? take(gdn_tc_scratch_floats(R, c.lin_k_heads))
                                                          : nullptr;
     if (pass == 0) {
       p->buf = dev_.alloc(static_cast<size_t>(used) * 4, "prefill scratch (tensor-core path)");
