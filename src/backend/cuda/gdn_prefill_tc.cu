@@ -11,22 +11,25 @@
 // core, which ignores its low 13 bits); a product is lo hi + hi lo + hi hi (lo lo, ~2^-21 relative,
 // dropped), accumulated in fp32 by the tensor core: ~2^-20 relative a product.
 //
-// Layout: a block is one warp and owns the stage's kRowsPerBlock = 16 rows of one value head (the
-// mma's M). Lane (g = lane / 4, t = lane % 4) holds rows g and g + 8 at columns 16 m + 4 t .. + 3,
-// m = 0..7 (ra[m], rb[m]: 64 floats, in registers for all T). The order of the columns inside an mma
-// is free as long as its operands agree:
-//   * dot products, m16n8k8 tile j = 2 m + e (e = 0, 1): its k-columns t and t + 4 are the lane's
-//     columns 16 m + 4 t + 2 e and + 1, so A = {ra.x, rb.x, ra.y, rb.y} (e = 0) or {.z, .z, .w, .w}
-//     of the lane's float4s, and B (k t, t + 4 at n g) the same two columns of token n's k (n < 4) or
-//     q (n >= 4): one float4 of shared memory a lane and m;
-//   * update, m16n8k4 tile j: its C columns 2 t, 2 t + 1 are the same two columns, so C is the same 4
-//     registers (R is the dot products' A and the update's C without a shuffle), A = F (rows g, g + 8
-//     at token t) and B = k_t at the column that C column g stands for (16 m + 4 (g / 2) + g % 2 + 2 e).
+// Layout: a block owns the stage's kRowsPerBlock = 16 rows of one value head (the mma's M) and has P
+// warps (1, 2 or 4); warp w holds the columns col0 = 128 w / P .. + 128 / P - 1. Lane (g = lane / 4,
+// t = lane % 4) holds rows g and g + 8 at columns col0 + 16 i + 4 t .. + 3, i < 8 / P (ra[i], rb[i]:
+// 64 / P floats, in registers for all T). The order of the columns inside an mma is free as long as its
+// operands agree:
+//   * dot products, m16n8k8 tile (i, e = 0, 1): its k-columns t and t + 4 are the lane's columns
+//     col0 + 16 i + 4 t + 2 e and + 1, so A = {ra.x, rb.x, ra.y, rb.y} (e = 0) or {ra.z, rb.z, ra.w,
+//     rb.w} (e = 1), and B (k t, t + 4 at n g) the same two columns of token n's k (n < 4) or q (n >= 4):
+//     one float4 of shared memory a lane and i;
+//   * update, m16n8k4 tile (i, e): its C columns 2 t, 2 t + 1 stand for the same two columns, so the
+//     product's C fragment adds onto R's registers as they are (no shuffle), A = F (rows g, g + 8 at
+//     token t) and B = k_t at the column that C column g stands for (col0 + 16 i + 4 (g / 2) + g % 2 + 2 e).
 // The dot products' C fragment gives lane t A_{2t}, A_{2t+1} (t < 2) or B_{2t-4}, B_{2t-3} (t >= 2) of
-// rows g and g + 8; one xor-1 exchange gives each lane all 4 of row g + 8 (t % 2). The a lanes (t < 2)
-// solve the recurrence, the b lanes take d with an xor-2 exchange and write o, and one shuffle gives
-// every lane F of both its rows at its token. k and q are staged with an odd token's 16-byte chunks at
-// j ^ 4, so the 8 lanes of a quarter-warp (tokens g and g + 1) read both halves of the banks.
+// rows g and g + 8 (summed over the P warps in shared memory); one xor-1 exchange gives each lane all 4
+// of row g + 8 (t % 2). The a lanes (t < 2) solve the recurrence, the b lanes take d with an xor-2
+// exchange (warp 0's write o), and one shuffle gives every lane F of both its rows at its token. k and
+// q are staged with an odd token's 16-byte chunks at j ^ 4, so the 8 lanes of a quarter-warp (tokens g
+// and g + 1) read both halves of the banks. The block-to-block chain is cut short by a look-ahead
+// (gdn_prefill_tc_kernel's comment).
 #include <cstdlib>
 #include <string_view>
 
