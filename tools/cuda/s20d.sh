@@ -11,7 +11,7 @@
 #    35B-A3B, 512-token prompt, 128 generated, 5 reps) with that tc (or, if tc fails or is slower, with
 #    the defaults); ncu of the w2 launch if time is left. (Device starts kept failing this session, so
 #    one call does all of it.)
-LIMIT_DEFAULT=540 . tools/cuda/call_prelude.sh
+LIMIT_DEFAULT=430 . tools/cuda/call_prelude.sh
 ($B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out /tmp/synth-27b --quiet) &
 timeout -k 10 90 $B/mere_prefill_check --only gdn --json $OUT/gdn.json >$OUT/gdn.log 2>&1; rc=$?; echo "gdn rc=$rc $((SECONDS-t0))s"
 grep -E "FAIL|checks|^gdn" $OUT/gdn.log | grep -vE "^ok" | head -24; pack
