@@ -782,7 +782,7 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
     // c4's math with the products on the tensor cores (3xTF32), 1, 2 and 4 warps a 16 rows
     Run tc[3];
     for (int w = 0; w < 3; ++w)
-      tc[w] = run_form(4096, static_cast<size_t>(gdn_tc_scratch_floats(c.T, c.Hk)), 4096,
+      tc[w] = run_form(4096, static_cast<size_t>(gdn_c4_scratch_floats(c.T, c.Hk)), 4096,
                        [&](float* fS, float* scr, float* o) {
                          gdn_prefill_tc(dev, fS, fq, fk, fv, fg, fb, c.T, c.Hk, c.Hv, D, D, scr, o, 1 << w);
                        });
@@ -1166,7 +1166,7 @@ enum class GdnBench { Recurrent, Lazy4, Lazy8, C4, Tc1, Tc2, Tc4, Decode };
 double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench form) {
   const int64_t D = 128;
   GdnBenchIo io(dev, Hk, Hv, T);
-  DeviceBuffer scr = dev.alloc(static_cast<size_t>(gdn_tc_scratch_floats(T, Hk)) * 4, "gdn c4 / tc scratch");
+  DeviceBuffer scr = dev.alloc(static_cast<size_t>(gdn_c4_scratch_floats(T, Hk)) * 4, "gdn c4 scratch");
   const Timing t = time_launches(dev, 2, 10, [&](int) {
     float *S = io.S.as<float>(), *q = io.q.as<float>(), *k = io.k.as<float>(), *v = io.v.as<float>(), *g = io.g.as<float>(),
           *b = io.b.as<float>(), *o = io.o.as<float>();
@@ -1188,12 +1188,14 @@ double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench fo
   // c4: ~94 warp instructions a token per 4 rows (v1: 124) at ~70% issue (v1: 53%; the chain is paid
   // once a 4 tokens), the Gram kernel included
   if (form == GdnBench::C4) pred = (Hv * D / 4.0) * 94.0 / 0.7 * T / (dev.sm_count() * 4.0 * 1.98e9) * 1e6;
-  // tc with the look-ahead (s20d): the chain a block is ~300 cycles (one 3xTF32 m16n8k4, 3 shuffles,
-  // the recurrence); off it ~(500 / P + 120) instructions a warp at ~0.8 issued a cycle a scheduler
+  // tc with one warp a 16 rows: s20b (H100) 818 instructions a 4-token block at 0.41 issued a cycle
+  // (one warp a scheduler: ~2,000 cycles a block); with P warps a 16 rows (each 1 / P of the columns,
+  // the recurrence in each) ~(440 / P + 250) instructions a warp, min(P Hv 8 / (4 SMs), 3) warps a
+  // scheduler at ~0.4 issued a cycle a warp
   if (form == GdnBench::Tc1 || form == GdnBench::Tc2 || form == GdnBench::Tc4) {
     const double P = form == GdnBench::Tc1 ? 1 : form == GdnBench::Tc2 ? 2 : 4;
-    const double wps = std::max(1.0, P * Hv * 8 / (4.0 * dev.sm_count()));
-    pred = std::max(300.0, (500.0 / P + 120.0) * wps / 0.8) * (T / 4.0) / 1.98e9 * 1e6;
+    const double wps = std::max(1.0, std::min(P * Hv * 8 / (4.0 * dev.sm_count()), 3.0));
+    pred = (440.0 / P + 250.0) * wps / std::min(1.0, 0.4 * wps) * (T / 4.0) / 1.98e9 * 1e6;
   }
   const char* name = form == GdnBench::Decode      ? "gdn_decode (existing) "
                      : form == GdnBench::Lazy4     ? "gdn_prefill_lazy rw4 "
@@ -1367,8 +1369,8 @@ void bench_all(CudaDevice& dev) {
   bench_qgemm(dev, "27B gate/up T=2048", 17408, 5120, 4, 2048);
   const double p_down = bench_prepare(dev, T, 17408);
   bench_gdn(dev, 16, 48, T, GdnBench::Recurrent);
-  const double gdn27 = bench_gdn(dev, 16, 48, T, GdnBench::C4);  // the engine's default form
-  bench_gdn(dev, 16, 48, T, GdnBench::Tc2);
+  bench_gdn(dev, 16, 48, T, GdnBench::C4);
+  const double gdn27 = bench_gdn(dev, 16, 48, T, GdnBench::Tc1);  // the engine's default form (P by gdn_prefill_tc's rule)
   bench_gdn_chunked(dev, 16, 48, T);
   bench_gdn(dev, 16, 48, T, GdnBench::Decode);
   const double att27 = bench_attention(dev, 24, 4, T, KvType::BF16);
@@ -1434,8 +1436,8 @@ void bench_all(CudaDevice& dev) {
   const double h_sdn = bench_qgemm(dev, "35B shared expert down", 2048, 512, 4, T);
   const MoeTimes mt = bench_moe(dev, 256, 512, 2048, T, 8);
   bench_gdn(dev, 16, 32, T, GdnBench::Recurrent);
-  const double gdn35 = bench_gdn(dev, 16, 32, T, GdnBench::C4);  // the engine's default form
-  bench_gdn(dev, 16, 32, T, GdnBench::Tc2);
+  bench_gdn(dev, 16, 32, T, GdnBench::C4);
+  const double gdn35 = bench_gdn(dev, 16, 32, T, GdnBench::Tc4);  // the engine's default form (P by gdn_prefill_tc's rule)
   bench_gdn_chunked(dev, 16, 32, T);
   const double att35 = bench_attention(dev, 16, 2, T, KvType::BF16);
   const double moe35 = h_router + h_sgu + h_sdn + 2 * p_x35 + mt.sort + mt.gather + mt.gate_up + mt.prep_down + mt.down +

@@ -47,9 +47,8 @@ void gdn_prefill_c4(CudaDevice& dev, float* S, const float* q, const float* k, c
 // R [k_0..3 q_0..3] and the update R += F K^T run as 3xTF32 mma.sync (m16n8k8 and m16n8k4: hi/lo tf32
 // halves, the lo x lo product dropped), so each product keeps ~20 of fp32's 24 bits. Equal to
 // gdn_prefill up to that and fp32 reassociation (session 20; MERE_CUDA_GDN_PREFILL=tc). warps: 1, 2
-// or 4; 0 = MERE_CUDA_GDN_TC_WARPS (default 2). scratch: gdn_tc_scratch_floats(T, Hk) floats (the Gram
-// entries of gdn_gram4, then the cross entries of consecutive blocks).
-int64_t gdn_tc_scratch_floats(int64_t T, int64_t Hk);
+// or 4; 0 = MERE_CUDA_GDN_TC_WARPS, else 1 where the value heads give more than 2 blocks of 16 rows an
+// SM, 4 elsewhere.
 void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                     const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
                     float* o, int warps = 0);

@@ -28,8 +28,7 @@
 // of row g + 8 (t % 2). The a lanes (t < 2) solve the recurrence, the b lanes take d with an xor-2
 // exchange (warp 0's write o), and one shuffle gives every lane F of both its rows at its token. k and
 // q are staged with an odd token's 16-byte chunks at j ^ 4, so the 8 lanes of a quarter-warp (tokens g
-// and g + 1) read both halves of the banks. The block-to-block chain is cut short by a look-ahead
-// (gdn_prefill_tc_kernel's comment).
+// and g + 1) read both halves of the banks.
 #include <cstdlib>
 #include <string_view>
 
@@ -104,148 +103,29 @@ __device__ __forceinline__ void mma4x3(float (&u)[4], const Tf32& fa, const Tf32
   mma4(u[0], u[1], u[2], u[3], fa.hi, fb.hi, K.hi);
 }
 
-// One step of a warp's reduce-scatter of 2 O sums: entries j and j + O (j < O) of this lane and of lane
-// ^ O; the lane keeps (in v[j]) the one whose index bit O matches its own lane bit O.
-template <int O>
-__device__ __forceinline__ void reduce_scatter(float (&v)[32], int lane) {
-  const bool up = (lane & O) != 0;
-#pragma unroll
-  for (int j = 0; j < O; ++j) {
-    const float keep = up ? v[j + O] : v[j], send = up ? v[j] : v[j + O];
-    v[j] = __fadd_rn(keep, __shfl_xor_sync(kFull, send, O));
-  }
-}
-
-// The cross Gram entries of consecutive 4-token blocks, for the look-ahead below: per block b and key
-// head, lane l = 4 n + i holds G_b[i][n] = k_{b-1,i} . x_{b,n} (x = k_{b,0..3}, q_{b,0..3}; k_{-1} = 0;
-// tokens past T zero), split into tf32 {hi, lo} (the B operand of an m16n8k4). One warp a (block, key
-// head); the 32 sums are reduce-scattered (31 shuffles), so lane l ends with entry l.
-__global__ void __launch_bounds__(128) gdn_cross4_kernel(const float* __restrict__ q, const float* __restrict__ k, int T,
-                                                         int Hk, uint2* __restrict__ cross) {
-  pdl_begin();
-  const int wid = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
-  const int nb = (T + 3) / 4;
-  if (wid >= nb * Hk) return;
-  const int b = wid / Hk, kh = wid - b * Hk;
-  auto ld = [&](const float* x, int t) {
-    return t >= 0 && t < T ? *reinterpret_cast<const float4*>(x + (static_cast<size_t>(t) * Hk + kh) * kD + 4 * lane)
-                           : make_float4(0.f, 0.f, 0.f, 0.f);
-  };
-  float4 kp[4], x[8];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    kp[j] = ld(k, 4 * b - 4 + j);
-    x[j] = ld(k, 4 * b + j);
-    x[4 + j] = ld(q, 4 * b + j);
-  }
-  float v[32];
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float4 a = kp[i], c = x[n];
-      v[4 * n + i] = __fmaf_rn(a.w, c.w, __fmaf_rn(a.z, c.z, __fmaf_rn(a.y, c.y, __fmul_rn(a.x, c.x))));
-    }
-  // reduce-scatter: at offset o a lane keeps the half of its entries whose index bit o matches its own
-  reduce_scatter<16>(v, lane);
-  reduce_scatter<8>(v, lane);
-  reduce_scatter<4>(v, lane);
-  reduce_scatter<2>(v, lane);
-  reduce_scatter<1>(v, lane);
-  const Tf32 t = split(v[0]);
-  cross[static_cast<size_t>(wid) * 32 + lane] = make_uint2(t.hi, t.lo);
-}
-
-// S_b X_b's partial sums of this warp's columns: E[0..3] = rows g, g (columns 2t, 2t + 1), g + 8, g + 8
-// of the [16 x 8] product of the lane's R (ra, rb) and B = X's columns from xr (see the header).
-template <int kM>
-__device__ __forceinline__ void dot_block(float (&E)[4], const float4 (&ra)[kM], const float4 (&rb)[kM], const float* xr,
-                                          int xs) {
-  float acc[2][3][4];  // [tile e][lo hi, hi lo, hi hi][C fragment]
-  {
-    const float4 x = *reinterpret_cast<const float4*>(xr + xs);
-    mma8x3<true>(acc[0], ra[0].x, rb[0].x, ra[0].y, rb[0].y, x.x, x.y);
-    mma8x3<true>(acc[1], ra[0].z, rb[0].z, ra[0].w, rb[0].w, x.z, x.w);
-  }
-#pragma unroll
-  for (int i = 1; i < kM; ++i) {
-    const float4 x = *reinterpret_cast<const float4*>(xr + 16 * i + ((i & 1) ? -xs : xs));
-    mma8x3<false>(acc[0], ra[i].x, rb[i].x, ra[i].y, rb[i].y, x.x, x.y);
-    mma8x3<false>(acc[1], ra[i].z, rb[i].z, ra[i].w, rb[i].w, x.z, x.w);
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    E[i] = __fadd_rn(__fadd_rn(acc[0][2][i], acc[1][2][i]),
-                     __fadd_rn(__fadd_rn(acc[0][0][i], acc[1][0][i]), __fadd_rn(acc[0][1][i], acc[1][1][i])));
-}
-
-// The P warps' partial sums added in warp order (so every warp holds the same E), through xb (double-
-// buffered by parity: the one barrier a use also orders the reuse of the other half).
-template <int P>
-__device__ __forceinline__ void sum_warps(float (&E)[4], float4* xb, int& parity, int warp, int lane) {
-  if constexpr (P > 1) {
-    float4* xp = xb + parity * (P * 32);
-    xp[warp * 32 + lane] = make_float4(E[0], E[1], E[2], E[3]);
-    asm volatile("bar.sync 1, %0;" ::"n"(32 * P) : "memory");
-    float4 a = xp[lane];
-#pragma unroll
-    for (int w = 1; w < P; ++w) {
-      const float4 y = xp[w * 32 + lane];
-      a = make_float4(__fadd_rn(a.x, y.x), __fadd_rn(a.y, y.y), __fadd_rn(a.z, y.z), __fadd_rn(a.w, y.w));
-    }
-    E[0] = a.x, E[1] = a.y, E[2] = a.z, E[3] = a.w;
-    parity ^= 1;
-  }
-}
-
-// R <- s R + F K^T for the warp's columns (F: this lane's {F[g][t], F[g + 8][t]}; kr: K's columns as
-// the header's update B, us its swizzle), the product 3xTF32 from zero, then one fma an element.
-template <int kM>
-__device__ __forceinline__ void update_block(float4 (&ra)[kM], float4 (&rb)[kM], const Tf32& fa, const Tf32& fb, float s,
-                                             const float* kr, int us) {
-#pragma unroll
-  for (int i = 0; i < kM; ++i) {
-    const float* kp = kr + 16 * i + ((i & 1) ? -us : us);
-    float u0[4], u1[4];
-    mma4x3(u0, fa, fb, kp[0]);
-    mma4x3(u1, fa, fb, kp[2]);
-    ra[i] = make_float4(__fmaf_rn(ra[i].x, s, u0[0]), __fmaf_rn(ra[i].y, s, u0[1]), __fmaf_rn(ra[i].z, s, u1[0]),
-                        __fmaf_rn(ra[i].w, s, u1[1]));
-    rb[i] = make_float4(__fmaf_rn(rb[i].x, s, u0[2]), __fmaf_rn(rb[i].y, s, u0[3]), __fmaf_rn(rb[i].z, s, u1[2]),
-                        __fmaf_rn(rb[i].w, s, u1[3]));
-  }
-}
-
 // P warps share a block's 16 rows: warp w owns the columns 16 m + 0..15 of m = w kM .. w kM + kM - 1
-// (kM = 8 / P); their partial dot products meet in shared memory, and every warp runs the same
-// recurrence on the same sums; warp 0 writes o.
-// Look-ahead: block b's dot products D_b = R_b X_b need the state after block b - 1, but
-// R_b = s R_{b-1} + F_{b-1} K_{b-1}^T, so D_b = s E_b + F_{b-1} G_b with E_b = R_{b-1} X_b and G_b the
-// cross Gram entries (gdn_cross4_kernel). The chain from one block's d to the next block's d is then
-// one 3xTF32 m16n8k4 (the correction) and the scalar recurrence; E_{b+1} and the update of R, the bulk
-// of the work, are off it and overlap the next block's chain. The first block of a chunk computes its
-// D directly (E_0 = R X_0).
+// (kM = 8 / P). Their dot products' partial sums meet in shared memory (xb, double-buffered by block
+// parity: the one barrier a block also orders the reuse), each warp sums them in warp order, so all P
+// warps hold the same A_j, B_j and run the same recurrence; warp 0 writes o.
 template <int P>
 __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restrict__ S, const float* __restrict__ q,
                                                                 const float* __restrict__ k, const float* __restrict__ v,
                                                                 const float* __restrict__ g,
                                                                 const float* __restrict__ beta,
-                                                                const float* __restrict__ gram,
-                                                                const uint2* __restrict__ cross, int T, int Hk, int Hv,
+                                                                const float* __restrict__ gram, int T, int Hk, int Hv,
                                                                 float* __restrict__ o) {
   constexpr int kM = 8 / P, NT = 32 * P;
   pdl_begin();
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  Stage* st = reinterpret_cast<Stage*>(smem_raw);                 // [2]
-  float* os = reinterpret_cast<float*>(st + 2);                   // [kChunk][kRowsPerBlock]
-  float* cfs = os + kChunk * kRowsPerBlock;                       // [kBlocks][kCoef]
-  uint2* gx = reinterpret_cast<uint2*>(cfs + kBlocks * kCoef);    // [kBlocks][32] cross entries
-  float4* xb = reinterpret_cast<float4*>(gx + kBlocks * 32);      // [2][P][32] partial dot products
+  Stage* st = reinterpret_cast<Stage*>(smem_raw);                // [2]
+  float* os = reinterpret_cast<float*>(st + 2);                  // [kChunk][kRowsPerBlock]
+  float* cfs = os + kChunk * kRowsPerBlock;                      // [kBlocks][kCoef]
+  float4* xb = reinterpret_cast<float4*>(cfs + kBlocks * kCoef);  // [2][P][32] partial dot products
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.x / (kD / kRowsPerBlock);
   const int row0 = (blockIdx.x % (kD / kRowsPerBlock)) * kRowsPerBlock;
   const int kh = h / (Hv / Hk);
-  const bool odd = (tq & 1) != 0, blane = tq >= 2, writer = warp == 0 && blane;
+  const bool odd = (tq & 1) != 0, blane = tq >= 2;
   const int rr = gq + 8 * (tq & 1);  // the row of this lane's recurrence (a lanes) or o (b lanes)
   const int col0 = 16 * kM * warp;   // the warp's first column
 
@@ -272,7 +152,6 @@ __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restric
     Stage& sg = st[ch & 1];
     if (tid < nb)
       block_coefficients(sg, tid, n, gram + (static_cast<size_t>(t0 / 4 + tid) * Hk + kh) * 16, cfs + tid * kCoef);
-    for (int e = tid; e < nb * 32; e += NT) gx[e] = cross[(static_cast<size_t>(t0 / 4 + (e >> 5)) * Hk + kh) * 32 + (e & 31)];
     // a last block with fewer than 4 tokens: zero k, q and v of its missing tokens (beta 0 drops them;
     // zeros keep the products finite), so every block reads 4 whole tokens
     for (int e = tid; e < (4 * nb - n) * kD; e += NT) {
@@ -291,25 +170,44 @@ __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restric
     // (tile 2i + 1), bit 4 of the column flipped for an odd token (t odd)
     const int us = (tq & 1) ? 16 : 0;
     const float* krow = &sg.k[tq][0] + col0 + 4 * (gq >> 1) + (gq & 1);
-    float E[4];  // E_b: R_{b-1} X_b (b = 0: R X_0), summed over the warps
-    dot_block<kM>(E, ra, rb, xrow, xs);
-    sum_warps<P>(E, xb, parity, warp, lane);
-    Tf32 fa{0u, 0u}, fb{0u, 0u};  // F_{b-1} (zero before the chunk's first block)
-    float s = 1.0f;               // R's factor of block b - 1's fold (1 unless it renormalised)
-    for (int b = 0; b < nb; ++b) {
+    for (int b = 0; b < nb; ++b, parity ^= 1) {
       const float4* cf = reinterpret_cast<const float4*>(cfs + b * kCoef);
       const float4 Gm = cf[0], Bt = cf[1], c2 = cf[2], c3 = cf[3], c4 = cf[4], c5 = cf[5], Up = cf[6];
-      // the chain: D_b = s E_b + F_{b-1} G_b
-      const uint2 gb = gx[b * 32 + lane];
-      float D[4] = {__fmul_rn(s, E[0]), __fmul_rn(s, E[1]), __fmul_rn(s, E[2]), __fmul_rn(s, E[3])};
-      mma4(D[0], D[1], D[2], D[3], fa.lo, fb.lo, gb.x);
-      mma4(D[0], D[1], D[2], D[3], fa.hi, fb.hi, gb.y);
-      mma4(D[0], D[1], D[2], D[3], fa.hi, fb.hi, gb.x);
+      const float* xb_row = xrow + 4 * b * kD;
+      float acc[2][3][4];  // [tile e][lo hi, hi lo, hi hi][C fragment]
+      {
+        const float4 x = *reinterpret_cast<const float4*>(xb_row + xs);
+        mma8x3<true>(acc[0], ra[0].x, rb[0].x, ra[0].y, rb[0].y, x.x, x.y);
+        mma8x3<true>(acc[1], ra[0].z, rb[0].z, ra[0].w, rb[0].w, x.z, x.w);
+      }
+#pragma unroll
+      for (int i = 1; i < kM; ++i) {
+        const float4 x = *reinterpret_cast<const float4*>(xb_row + 16 * i + ((i & 1) ? -xs : xs));
+        mma8x3<false>(acc[0], ra[i].x, rb[i].x, ra[i].y, rb[i].y, x.x, x.y);
+        mma8x3<false>(acc[1], ra[i].z, rb[i].z, ra[i].w, rb[i].w, x.z, x.w);
+      }
+      float dsum[4];  // rows g, g (columns 2t, 2t + 1), g + 8, g + 8
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        dsum[i] = __fadd_rn(__fadd_rn(acc[0][2][i], acc[1][2][i]),
+                            __fadd_rn(__fadd_rn(acc[0][0][i], acc[1][0][i]), __fadd_rn(acc[0][1][i], acc[1][1][i])));
+      if constexpr (P > 1) {  // the P warps' partial sums, added in warp order
+        float4* xp = xb + parity * (P * 32);
+        xp[warp * 32 + lane] = make_float4(dsum[0], dsum[1], dsum[2], dsum[3]);
+        asm volatile("bar.sync 1, %0;" ::"n"(NT) : "memory");
+        float4 a = xp[lane];
+#pragma unroll
+        for (int w = 1; w < P; ++w) {
+          const float4 y = xp[w * 32 + lane];
+          a = make_float4(__fadd_rn(a.x, y.x), __fadd_rn(a.y, y.y), __fadd_rn(a.z, y.z), __fadd_rn(a.w, y.w));
+        }
+        dsum[0] = a.x, dsum[1] = a.y, dsum[2] = a.z, dsum[3] = a.w;
+      }
       // p[j]: A_j (a lanes) or B_j (b lanes) of row rr — an even lane keeps row g's pair and gets the
       // odd lane's, the odd lane keeps row g + 8's
-      const float s0 = odd ? D[0] : D[2], s1 = odd ? D[1] : D[3];
+      const float s0 = odd ? dsum[0] : dsum[2], s1 = odd ? dsum[1] : dsum[3];
       const float x0 = __shfl_xor_sync(kFull, s0, 1), x1 = __shfl_xor_sync(kFull, s1, 1);
-      const float p0 = odd ? x0 : D[0], p1 = odd ? x1 : D[1], p2 = odd ? D[2] : x0, p3 = odd ? D[3] : x1;
+      const float p0 = odd ? x0 : dsum[0], p1 = odd ? x1 : dsum[1], p2 = odd ? dsum[2] : x0, p3 = odd ? dsum[3] : x1;
       const float* vb = &sg.v[4 * b][rr];
       const float vr0 = vb[0], vr1 = vb[kRowsPerBlock], vr2 = vb[2 * kRowsPerBlock], vr3 = vb[3 * kRowsPerBlock];
       // the recurrence (gdn_prefill_c4's; the b lanes' results are dropped)
@@ -322,24 +220,29 @@ __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restric
       const float e0 = __shfl_xor_sync(kFull, d0, 2), e1 = __shfl_xor_sync(kFull, d1, 2),
                   e2 = __shfl_xor_sync(kFull, d2, 2), e3 = __shfl_xor_sync(kFull, d3, 2);
       const float dd0 = blane ? e0 : d0, dd1 = blane ? e1 : d1, dd2 = blane ? e2 : d2, dd3 = blane ? e3 : d3;
-      {
+      if (warp == 0 && blane) {
         const float o0 = __fmaf_rn(c3.z, dd0, __fmul_rn(cn0, p0));
         const float o1 = __fmaf_rn(c4.z, dd1, __fmaf_rn(c3.w, dd0, __fmul_rn(cn1, p1)));
         const float o2 = __fmaf_rn(c5.y, dd2, __fmaf_rn(c4.w, dd1, __fmaf_rn(c4.x, dd0, __fmul_rn(cn2, p2))));
         const float o3 =
             __fmaf_rn(c5.w, dd3, __fmaf_rn(c5.z, dd2, __fmaf_rn(c5.x, dd1, __fmaf_rn(c4.y, dd0, __fmul_rn(cn3, p3)))));
         float* ob = os + (4 * b) * kRowsPerBlock + rr;  // tokens past the chunk's land in os, never copied out
-        if (writer) {
-          ob[0] = o0;
-          ob[kRowsPerBlock] = o1;
-          ob[2 * kRowsPerBlock] = o2;
-          ob[3 * kRowsPerBlock] = o3;
+        ob[0] = o0;
+        ob[kRowsPerBlock] = o1;
+        ob[2 * kRowsPerBlock] = o2;
+        ob[3 * kRowsPerBlock] = o3;
+      }
+      // the block's end: c' = c Γ_3, folded into R below 2^-60
+      const bool renorm = cn3 < kRenorm;  // block-uniform
+      const float scale = renorm ? 1.0f : rcp_approx(cn3);
+      c = renorm ? 1.0f : cn3;
+      if (renorm) {
+#pragma unroll
+        for (int i = 0; i < kM; ++i) {
+          ra[i] = make_float4(__fmul_rn(ra[i].x, cn3), __fmul_rn(ra[i].y, cn3), __fmul_rn(ra[i].z, cn3), __fmul_rn(ra[i].w, cn3));
+          rb[i] = make_float4(__fmul_rn(rb[i].x, cn3), __fmul_rn(rb[i].y, cn3), __fmul_rn(rb[i].z, cn3), __fmul_rn(rb[i].w, cn3));
         }
       }
-      // the block's end: c' = c Γ_3, folded into R below 2^-60 (R's factor s' = c', F unscaled)
-      const bool renorm = cn3 < kRenorm;  // block-uniform
-      const float scale = renorm ? 1.0f : rcp_approx(cn3), s_next = renorm ? cn3 : 1.0f;
-      c = renorm ? 1.0f : cn3;
       // F[row][j] = P_j3 d_j / c'; this lane has row rr's; the other row's at token t comes from lane
       // (g, t - 1), which sends its f_{t'+1} (t' = t - 1 has the other parity, so the other row)
       const float f0 = __fmul_rn(__fmul_rn(Up.x, dd0), scale), f1 = __fmul_rn(__fmul_rn(Up.y, dd1), scale),
@@ -347,15 +250,21 @@ __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restric
       const float own = tq == 0 ? f0 : tq == 1 ? f1 : tq == 2 ? f2 : f3;
       const float send = tq == 0 ? f1 : tq == 1 ? f2 : tq == 2 ? f3 : f0;
       const float other = __shfl_sync(kFull, send, (lane & ~3) | ((tq + 3) & 3));
-      const Tf32 fa_next = split(odd ? other : own), fb_next = split(odd ? own : other);  // F_b[g][t], F_b[g + 8][t]
-      // off the chain: R_b = s R_{b-1} + F_{b-1} K_{b-1}^T (b = 0: F = 0), then E_{b+1} = R_b X_{b+1}
-      // (the chunk's last block recomputes its own: the next chunk starts with a direct E_0)
-      update_block<kM>(ra, rb, fa, fb, s, krow + 4 * max(b - 1, 0) * kD, us);
-      dot_block<kM>(E, ra, rb, xrow + 4 * min(b + 1, nb - 1) * kD, xs);
-      sum_warps<P>(E, xb, parity, warp, lane);
-      fa = fa_next, fb = fb_next, s = s_next;
+      const Tf32 fa = split(odd ? other : own), fb = split(odd ? own : other);  // F[g][t], F[g + 8][t]
+      // the update: U = F K^T of each tile from zero, then R += U (fp32 adds)
+      const float* kb = krow + 4 * b * kD;
+#pragma unroll
+      for (int i = 0; i < kM; ++i) {
+        const float* kp = kb + 16 * i + ((i & 1) ? -us : us);
+        float u0[4], u1[4];
+        mma4x3(u0, fa, fb, kp[0]);
+        mma4x3(u1, fa, fb, kp[2]);
+        ra[i] = make_float4(__fadd_rn(ra[i].x, u0[0]), __fadd_rn(ra[i].y, u0[1]), __fadd_rn(ra[i].z, u1[0]),
+                            __fadd_rn(ra[i].w, u1[1]));
+        rb[i] = make_float4(__fadd_rn(rb[i].x, u0[2]), __fadd_rn(rb[i].y, u0[3]), __fadd_rn(rb[i].z, u1[2]),
+                            __fadd_rn(rb[i].w, u1[3]));
+      }
     }
-    update_block<kM>(ra, rb, fa, fb, s, krow + 4 * (nb - 1) * kD, us);  // R after the chunk's last block
     write_chunk<NT>(os, o, tid, t0, n, Hv, h, row0);  // (the coefficients too are free then)
   }
   float* base = S + (static_cast<size_t>(h) * kD + row0 + gq) * kD + col0 + 4 * tq;
@@ -368,11 +277,11 @@ __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restric
   }
 }
 
-// MERE_CUDA_GDN_TC_WARPS: the warps P a 16 rows share (1, 2 or 4; default 2)
+// MERE_CUDA_GDN_TC_WARPS: the warps P a 16 rows share (1, 2 or 4); unset: 0, the launch's choice
 int tc_warps() {
   static const int p = [] {
     const char* e = std::getenv("MERE_CUDA_GDN_TC_WARPS");
-    if (e == nullptr || *e == 0) return 2;
+    if (e == nullptr || *e == 0) return 0;
     const std::string_view s(e);
     MERE_CHECK(s == "1" || s == "2" || s == "4", "cuda gdn_prefill_tc", "MERE_CUDA_GDN_TC_WARPS must be 1, 2 or 4, got '", s, "'");
     return s[0] - '0';
@@ -382,19 +291,16 @@ int tc_warps() {
 
 template <int P>
 void launch_tc(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
-               const float* beta, int64_t T, int64_t Hk, int64_t Hv, const float* gram, const uint2* cross, float* o) {
+               const float* beta, int64_t T, int64_t Hk, int64_t Hv, const float* gram, float* o) {
   const int smem = static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float) +
-                                    kBlocks * kCoef * sizeof(float) + kBlocks * 32 * sizeof(uint2) +
-                                    2 * P * 32 * sizeof(float4));
+                                    kBlocks * kCoef * sizeof(float) + 2 * P * 32 * sizeof(float4));
   MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_tc_kernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int blocks = static_cast<int>(Hv * (kD / kRowsPerBlock));
   launch("gdn_prefill_tc_kernel", gdn_prefill_tc_kernel<P>, blocks, 32 * P, smem, dev.stream(), S, q, k, v, g, beta,
-         gram, cross, static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
+         gram, static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
 }
 
 }  // namespace
-
-int64_t gdn_tc_scratch_floats(int64_t T, int64_t Hk) { return gdn_c4_scratch_floats(T, Hk) + (T + 3) / 4 * Hk * 64; }
 
 void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                     const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
@@ -404,18 +310,18 @@ void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, c
   MERE_CHECK(Hk >= 1 && Hv >= Hk && Hv % Hk == 0, "cuda gdn_prefill_tc",
              "heads: expected Hv a positive multiple of Hk, got Hk = ", Hk, ", Hv = ", Hv);
   MERE_CHECK(T >= 1 && T * Hv * kD < (int64_t{1} << 31), "cuda gdn_prefill_tc", "token count out of range, got ", T);
-  MERE_CHECK(scratch != nullptr, "cuda gdn_prefill_tc", "needs a scratch of gdn_tc_scratch_floats(T, Hk) floats");
+  MERE_CHECK(scratch != nullptr, "cuda gdn_prefill_tc", "needs a scratch of gdn_c4_scratch_floats(T, Hk) floats");
   DeviceGuard guard(dev.ordinal());
   gdn_gram4(dev, q, k, T, Hk, scratch);
-  const int64_t nb = (T + 3) / 4;
-  uint2* cross = reinterpret_cast<uint2*>(scratch + gdn_c4_scratch_floats(T, Hk));
-  launch("gdn_cross4_kernel", gdn_cross4_kernel, static_cast<int>((nb * Hk + 3) / 4), 128, 0, dev.stream(), q, k,
-         static_cast<int>(T), static_cast<int>(Hk), cross);
   const float* gram = scratch;
-  switch (warps != 0 ? warps : tc_warps()) {
-    case 1: launch_tc<1>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, cross, o); break;
-    case 4: launch_tc<4>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, cross, o); break;
-    default: launch_tc<2>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, cross, o); break;
+  // P by the blocks an SM (3 fit in shared memory): above 2, one warp a block (27B, H100: w1 132.8 µs,
+  // w2 138.9, w4 199.8 at 2 blocks an SM); at most 2, four (35B-A3B: w4 105.7, w1 127.7; s20c)
+  if (warps == 0) warps = tc_warps();
+  if (warps == 0) warps = Hv * (kD / kRowsPerBlock) > 2 * dev.sm_count() ? 1 : 4;
+  switch (warps) {
+    case 1: launch_tc<1>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
+    case 4: launch_tc<4>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
+    default: launch_tc<2>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
   }
 }
 

@@ -37,18 +37,18 @@
 
 namespace mere::cuda {
 namespace {
-// MERE_CUDA_GDN_PREFILL, for 128-wide heads: c4 (the default since session 19: 27B +3.0%, 35B-A3B
-// +3.9% prefill on an H200) runs gdn_prefill_c4 (4 tokens an exchange), recurrent gdn_prefill, lazy
-// gdn_prefill_lazy (the state as c R: gdn_prefill.h), chunked the WY/UT chunk form (gdn_chunked.h), tc
-// gdn_prefill_tc (c4's math with its products on the tensor cores).
+// MERE_CUDA_GDN_PREFILL, for 128-wide heads: tc (the default since session 20: on an H100 27B +0.6%,
+// 35B-A3B +3.3% prefill over c4) runs gdn_prefill_tc (c4's math with its products on the tensor
+// cores), c4 gdn_prefill_c4 (4 tokens an exchange; the default in session 19), recurrent gdn_prefill,
+// lazy gdn_prefill_lazy (the state as c R: gdn_prefill.h), chunked the WY/UT chunk form (gdn_chunked.h).
 enum class GdnPrefillForm { Recurrent, Lazy, C4, Chunked, Tc };
 GdnPrefillForm gdn_prefill_form() {
   switch (env_choice("MERE_CUDA_GDN_PREFILL", {"recurrent", "lazy", "c4", "chunked", "tc"})) {
     case 0: return GdnPrefillForm::Recurrent;
     case 1: return GdnPrefillForm::Lazy;
+    case 2: return GdnPrefillForm::C4;
     case 3: return GdnPrefillForm::Chunked;
-    case 4: return GdnPrefillForm::Tc;
-    default: return GdnPrefillForm::C4;
+    default: return GdnPrefillForm::Tc;
   }
 }
 }  // namespace
@@ -60,8 +60,8 @@ struct CudaEngine::Prefill {
   bool generic_attn = false;  // head_dim != 256 or > 8 query heads a KV head: the engine's split kernel
   float *x, *xn, *o, *h, *ws;
   // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_prefill or the engine's generic
-  // kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4: the Gram entries,
-  // tc: those and the cross entries of consecutive blocks), else null
+  // kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4 and tc: the
+  // Gram entries), else null
   GdnPrefillForm gdn_form = GdnPrefillForm::Recurrent;
   float* gdn_scratch;
   uint16_t* xq;
@@ -202,8 +202,8 @@ void CudaEngine::alloc_prefill() {
     p->row_token = reinterpret_cast<int32_t*>(take(R * K)), p->pair_row = reinterpret_cast<int32_t*>(take(R * K));
     p->ids = reinterpret_cast<int32_t*>(take(R)), p->pos = reinterpret_cast<int32_t*>(take(1));
     p->gdn_scratch = gdn_form == GdnPrefillForm::Chunked ? take(gdn_chunked_scratch_floats(R, Hv))
-                     : gdn_form == GdnPrefillForm::C4    ? take(gdn_c4_scratch_floats(R, c.lin_k_heads))
-                     : gdn_form == GdnPrefillForm::Tc    ? take(gdn_tc_scratch_floats(R, c.lin_k_heads))
+                     : gdn_form == GdnPrefillForm::C4 || gdn_form == GdnPrefillForm::Tc
+                         ? take(gdn_c4_scratch_floats(R, c.lin_k_heads))
                                                          : nullptr;
     if (pass == 0) {
       p->buf = dev_.alloc(static_cast<size_t>(used) * 4, "prefill scratch (tensor-core path)");
