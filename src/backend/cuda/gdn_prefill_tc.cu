@@ -314,8 +314,8 @@ void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, c
   DeviceGuard guard(dev.ordinal());
   gdn_gram4(dev, q, k, T, Hk, scratch);
   const float* gram = scratch;
-  // P by the blocks an SM (3 fit in shared memory): above 2, one warp a block (27B, H100: w1 132.8 µs,
-  // w2 138.9, w4 199.8 at 2 blocks an SM); at most 2, four (35B-A3B: w4 105.7, w1 127.7; s20c)
+  // P by the blocks an SM (shared memory fits 3 at P <= 2, 2 at P = 4): above 2, one warp a block (27B,
+  // H100: w1 132.8 µs, w2 138.9, w4 199.8 in two waves); at most 2, four (35B-A3B: w4 105.7, w1 127.7; s20c)
   if (warps == 0) warps = tc_warps();
   if (warps == 0) warps = Hv * (kD / kRowsPerBlock) > 2 * dev.sm_count() ? 1 : 4;
   switch (warps) {
