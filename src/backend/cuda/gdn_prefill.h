@@ -36,8 +36,10 @@ void gdn_prefill_lazy(CudaDevice& dev, float* S, const float* q, const float* k,
 // kernel a call, into `scratch`, gdn_c4_scratch_floats(T, Hk) floats owned by the caller). Equal to
 // gdn_prefill up to fp32 reassociation (session 19; MERE_CUDA_GDN_PREFILL=c4).
 int64_t gdn_c4_scratch_floats(int64_t T, int64_t Hk);
-// The Gram entries alone (gdn_prefill_c4 and gdn_prefill_tc launch it): gram [(T + 3) / 4, Hk, 16].
-void gdn_gram4(CudaDevice& dev, const float* q, const float* k, int64_t T, int64_t Hk, float* gram);
+// The first step of gdn_prefill_c4 and gdn_prefill_tc: checks their arguments (errors name `who`) and
+// launches the Gram entries' kernel into scratch [(T + 3) / 4, Hk, 16].
+void gdn_c4_prepare(CudaDevice& dev, const char* who, const float* q, const float* k, int64_t T, int64_t Hk, int64_t Hv,
+                    int64_t Dk, int64_t Dv, float* scratch);
 void gdn_prefill_c4(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                     const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
                     float* o);

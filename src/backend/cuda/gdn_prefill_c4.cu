@@ -203,22 +203,24 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_c4_kernel(float* __restr
 
 int64_t gdn_c4_scratch_floats(int64_t T, int64_t Hk) { return (T + 3) / 4 * Hk * 16; }
 
-void gdn_gram4(CudaDevice& dev, const float* q, const float* k, int64_t T, int64_t Hk, float* gram) {
+void gdn_c4_prepare(CudaDevice& dev, const char* who, const float* q, const float* k, int64_t T, int64_t Hk, int64_t Hv,
+                    int64_t Dk, int64_t Dv, float* scratch) {
+  MERE_CHECK(Dk == kD && Dv == kD, who, "head size: expected Dk = Dv = 128, got Dk = ", Dk, ", Dv = ", Dv);
+  MERE_CHECK(Hk >= 1 && Hv >= Hk && Hv % Hk == 0, who, "heads: expected Hv a positive multiple of Hk, got Hk = ", Hk,
+             ", Hv = ", Hv);
+  MERE_CHECK(T >= 1 && T * Hv * kD < (int64_t{1} << 31), who, "token count out of range, got ", T);
+  MERE_CHECK(scratch != nullptr, who, "needs a scratch of gdn_c4_scratch_floats(T, Hk) floats");
+  DeviceGuard guard(dev.ordinal());
   const int64_t warps = (T + 3) / 4 * Hk;
   launch("gdn_gram4_kernel", gdn_gram4_kernel, static_cast<int>((warps + 3) / 4), 128, 0, dev.stream(), q, k,
-         static_cast<int>(T), static_cast<int>(Hk), gram);
+         static_cast<int>(T), static_cast<int>(Hk), scratch);
 }
 
 void gdn_prefill_c4(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                     const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
                     float* o) {
-  MERE_CHECK(Dk == kD && Dv == kD, "cuda gdn_prefill_c4", "head size: expected Dk = Dv = 128, got Dk = ", Dk, ", Dv = ", Dv);
-  MERE_CHECK(Hk >= 1 && Hv >= Hk && Hv % Hk == 0, "cuda gdn_prefill_c4",
-             "heads: expected Hv a positive multiple of Hk, got Hk = ", Hk, ", Hv = ", Hv);
-  MERE_CHECK(T >= 1 && T * Hv * kD < (int64_t{1} << 31), "cuda gdn_prefill_c4", "token count out of range, got ", T);
-  MERE_CHECK(scratch != nullptr, "cuda gdn_prefill_c4", "needs a scratch of gdn_c4_scratch_floats(T, Hk) floats");
+  gdn_c4_prepare(dev, "cuda gdn_prefill_c4", q, k, T, Hk, Hv, Dk, Dv, scratch);
   DeviceGuard guard(dev.ordinal());
-  gdn_gram4(dev, q, k, T, Hk, scratch);
   const int smem =
       static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float) + kBlocks * kCoef * sizeof(float));
   MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_c4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

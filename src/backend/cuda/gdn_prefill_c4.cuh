@@ -1,6 +1,6 @@
 // The 4-token blocks of gdn_prefill_c4.cu and gdn_prefill_tc.cu (the math is in gdn_prefill_c4.cu's
 // header): each block's coefficients from the staged g and beta and the Gram entries of
-// gdn_gram4 (gdn_prefill.h), and the fold of S = c R's scalar below 2^-60.
+// gdn_c4_prepare (gdn_prefill.h), and the fold of S = c R's scalar below 2^-60.
 #pragma once
 #include "backend/cuda/gdn_prefill_stage.cuh"
 

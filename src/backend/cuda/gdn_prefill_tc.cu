@@ -306,13 +306,8 @@ void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, c
                     const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
                     float* o, int warps) {
   MERE_CHECK(warps == 0 || warps == 1 || warps == 2 || warps == 4, "cuda gdn_prefill_tc", "warps must be 0, 1, 2 or 4, got ", warps);
-  MERE_CHECK(Dk == kD && Dv == kD, "cuda gdn_prefill_tc", "head size: expected Dk = Dv = 128, got Dk = ", Dk, ", Dv = ", Dv);
-  MERE_CHECK(Hk >= 1 && Hv >= Hk && Hv % Hk == 0, "cuda gdn_prefill_tc",
-             "heads: expected Hv a positive multiple of Hk, got Hk = ", Hk, ", Hv = ", Hv);
-  MERE_CHECK(T >= 1 && T * Hv * kD < (int64_t{1} << 31), "cuda gdn_prefill_tc", "token count out of range, got ", T);
-  MERE_CHECK(scratch != nullptr, "cuda gdn_prefill_tc", "needs a scratch of gdn_c4_scratch_floats(T, Hk) floats");
+  gdn_c4_prepare(dev, "cuda gdn_prefill_tc", q, k, T, Hk, Hv, Dk, Dv, scratch);
   DeviceGuard guard(dev.ordinal());
-  gdn_gram4(dev, q, k, T, Hk, scratch);
   const float* gram = scratch;
   // P by the blocks an SM (shared memory fits 3 at P <= 2, 2 at P = 4): above 2, one warp a block (27B,
   // H100: w1 132.8 µs, w2 138.9, w4 199.8 in two waves); at most 2, four (35B-A3B: w4 105.7, w1 127.7; s20c)
