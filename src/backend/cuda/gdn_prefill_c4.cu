@@ -108,8 +108,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_c4_kernel(float* __restr
     const float* px2 = (qfirst ? &sg.k[0][0] : &sg.q[0][0]) + 4 * lane;
     const float* pv = &sg.v[0][wr + perm];
     for (int b = 0; b < nb; ++b) {
-      const float4* cf = reinterpret_cast<const float4*>(cfs + b * kCoef);
-      const float4 Gm = cf[0], Bt = cf[1], c2 = cf[2], c3 = cf[3], c4 = cf[4], c5 = cf[5], Up = cf[6];
+      const BlockCoef kc = load_block(cfs + b * kCoef);
       float4 x1[4], x2[4];
       float vr[4];
 #pragma unroll
@@ -141,41 +140,34 @@ __global__ void __launch_bounds__(kThreads) gdn_prefill_c4_kernel(float* __restr
         p[e] = __fadd_rn(p[e], __shfl_xor_sync(0xffffffffu, p[e], 1));
       }
       // lanes 0..15: p[j] = A_j of row perm; lanes 16..31: B_j
-      const float cn0 = __fmul_rn(c, Gm.x), cn1 = __fmul_rn(c, Gm.y), cn2 = __fmul_rn(c, Gm.z), cn3 = __fmul_rn(c, Gm.w);
-      const float d0 = __fmul_rn(Bt.x, __fsub_rn(vr[0], __fmul_rn(cn0, p[0])));
-      const float d1 = __fmul_rn(Bt.y, __fsub_rn(vr[1], __fmaf_rn(c2.x, d0, __fmul_rn(cn1, p[1]))));
-      const float d2 = __fmul_rn(Bt.z, __fsub_rn(vr[2], __fmaf_rn(c2.w, d1, __fmaf_rn(c2.y, d0, __fmul_rn(cn2, p[2])))));
-      const float d3 = __fmul_rn(
-          Bt.w, __fsub_rn(vr[3], __fmaf_rn(c3.y, d2, __fmaf_rn(c3.x, d1, __fmaf_rn(c2.z, d0, __fmul_rn(cn3, p[3]))))));
+      const float pr[4] = {p[0], p[1], p[2], p[3]};
+      float cn[4], d[4], dd[4];
+      block_decays(kc, c, cn);
+      block_d(kc, cn, pr, vr, d);
       // the b lanes take d of their row from the a lane 16 below
-      const float e0 = __shfl_xor_sync(0xffffffffu, d0, 16), e1 = __shfl_xor_sync(0xffffffffu, d1, 16),
-                  e2 = __shfl_xor_sync(0xffffffffu, d2, 16), e3 = __shfl_xor_sync(0xffffffffu, d3, 16);
-      const float dd0 = qfirst ? e0 : d0, dd1 = qfirst ? e1 : d1, dd2 = qfirst ? e2 : d2, dd3 = qfirst ? e3 : d3;
+      float e[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) e[j] = __shfl_xor_sync(0xffffffffu, d[j], 16);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) dd[j] = qfirst ? e[j] : d[j];
       if (qfirst && (lane & 3) == 0) {
-        // o_j = c Γ_j B_j + Σ_{i<=j} MQ_ij d_i; c3.z = MQ00, c3.w = MQ01, c4 = MQ02 MQ03 MQ11 MQ12, c5 = MQ13 MQ22 MQ23 MQ33
-        const float o0 = __fmaf_rn(c3.z, dd0, __fmul_rn(cn0, p[0]));
-        const float o1 = __fmaf_rn(c4.z, dd1, __fmaf_rn(c3.w, dd0, __fmul_rn(cn1, p[1])));
-        const float o2 = __fmaf_rn(c5.y, dd2, __fmaf_rn(c4.w, dd1, __fmaf_rn(c4.x, dd0, __fmul_rn(cn2, p[2]))));
-        const float o3 =
-            __fmaf_rn(c5.w, dd3, __fmaf_rn(c5.z, dd2, __fmaf_rn(c5.x, dd1, __fmaf_rn(c4.y, dd0, __fmul_rn(cn3, p[3])))));
+        float ov[4];
+        block_o(kc, cn, pr, dd, ov);
         float* ob = os + (4 * b) * kRowsPerBlock + wr + perm;
-        ob[0] = o0;  // rows past the chunk's tokens land in os but are never copied out
-        if (4 * b + 1 < n) ob[kRowsPerBlock] = o1;
-        if (4 * b + 2 < n) ob[2 * kRowsPerBlock] = o2;
-        if (4 * b + 3 < n) ob[3 * kRowsPerBlock] = o3;
+        ob[0] = ov[0];  // rows past the chunk's tokens land in os but are never copied out
+        if (4 * b + 1 < n) ob[kRowsPerBlock] = ov[1];
+        if (4 * b + 2 < n) ob[2 * kRowsPerBlock] = ov[2];
+        if (4 * b + 3 < n) ob[3 * kRowsPerBlock] = ov[3];
       }
       // the block's end: c' = c Γ_3; fold it into R below 2^-60
-      const bool renorm = cn3 < kRenorm;  // block-uniform
-      const float scale = renorm ? 1.0f : rcp_approx(cn3);
-      c = renorm ? 1.0f : cn3;
-      if (renorm) scale_rows<4>(r, cn3);
+      const bool renorm = cn[3] < kRenorm;  // block-uniform
+      const float scale = renorm ? 1.0f : rcp_approx(cn[3]);
+      c = renorm ? 1.0f : cn[3];
+      if (renorm) scale_rows<4>(r, cn[3]);
       // f_j = P_j3 d_j / c' of this lane's group row; slots 1..3 fetch their rows' from the groups
       // perm ^ s of the same half (lane bits 4, 1, 0 kept)
       float f[4][4];
-      f[0][0] = __fmul_rn(__fmul_rn(Up.x, dd0), scale);
-      f[0][1] = __fmul_rn(__fmul_rn(Up.y, dd1), scale);
-      f[0][2] = __fmul_rn(__fmul_rn(Up.z, dd2), scale);
-      f[0][3] = __fmul_rn(dd3, scale);
+      block_f(kc, dd, scale, f[0]);
 #pragma unroll
       for (int s = 1; s < 4; ++s) {
         const int src = (lane & 0x13) | ((perm ^ s) << 2);

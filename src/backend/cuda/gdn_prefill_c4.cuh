@@ -1,6 +1,7 @@
 // The 4-token blocks of gdn_prefill_c4.cu and gdn_prefill_tc.cu (the math is in gdn_prefill_c4.cu's
 // header): each block's coefficients from the staged g and beta and the Gram entries of
-// gdn_c4_prepare (gdn_prefill.h), and the fold of S = c R's scalar below 2^-60.
+// gdn_c4_prepare (gdn_prefill.h), a row's 4 x 4 recurrence, outputs and update coefficients from them,
+// and the fold of S = c R's scalar below 2^-60.
 #pragma once
 #include "backend/cuda/gdn_prefill_stage.cuh"
 
@@ -41,6 +42,45 @@ __device__ inline void block_coefficients(const gdn_stage::Stage& sg, int b, int
   o[5] = make_float4(__fmul_rn(P13, g3.x), g3.y, __fmul_rn(P23, g3.z), g3.w);
   o[6] = make_float4(P03, P13, P23, 1.0f);
   o[7] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// One block's coefficients as block_coefficients wrote them.
+struct BlockCoef {
+  float4 Gm, Bt, c2, c3, c4, c5, Up;
+};
+__device__ __forceinline__ BlockCoef load_block(const float* cf) {
+  const float4* q = reinterpret_cast<const float4*>(cf);
+  return {q[0], q[1], q[2], q[3], q[4], q[5], q[6]};
+}
+// cn_j = c Γ_j (S = c R at the block's start)
+__device__ __forceinline__ void block_decays(const BlockCoef& k, float c, float (&cn)[4]) {
+  cn[0] = __fmul_rn(c, k.Gm.x), cn[1] = __fmul_rn(c, k.Gm.y), cn[2] = __fmul_rn(c, k.Gm.z), cn[3] = __fmul_rn(c, k.Gm.w);
+}
+// The 4 x 4 recurrence of one row: d_j = beta_j (v_j - m_j), m_j = cn_j A_j + Σ_{i<j} MK_ij d_i
+// (a: the row's A_j = R k_j)
+__device__ __forceinline__ void block_d(const BlockCoef& k, const float (&cn)[4], const float (&a)[4], const float (&v)[4],
+                                        float (&d)[4]) {
+  d[0] = __fmul_rn(k.Bt.x, __fsub_rn(v[0], __fmul_rn(cn[0], a[0])));
+  d[1] = __fmul_rn(k.Bt.y, __fsub_rn(v[1], __fmaf_rn(k.c2.x, d[0], __fmul_rn(cn[1], a[1]))));
+  d[2] = __fmul_rn(k.Bt.z, __fsub_rn(v[2], __fmaf_rn(k.c2.w, d[1], __fmaf_rn(k.c2.y, d[0], __fmul_rn(cn[2], a[2])))));
+  d[3] = __fmul_rn(k.Bt.w,
+                   __fsub_rn(v[3], __fmaf_rn(k.c3.y, d[2], __fmaf_rn(k.c3.x, d[1], __fmaf_rn(k.c2.z, d[0], __fmul_rn(cn[3], a[3]))))));
+}
+// The row's outputs o_j = cn_j B_j + Σ_{i<=j} MQ_ij d_i (b: B_j = R q_j; c3.z = MQ00, c3.w = MQ01, c4 =
+// MQ02 MQ03 MQ11 MQ12, c5 = MQ13 MQ22 MQ23 MQ33)
+__device__ __forceinline__ void block_o(const BlockCoef& k, const float (&cn)[4], const float (&b)[4], const float (&d)[4],
+                                        float (&o)[4]) {
+  o[0] = __fmaf_rn(k.c3.z, d[0], __fmul_rn(cn[0], b[0]));
+  o[1] = __fmaf_rn(k.c4.z, d[1], __fmaf_rn(k.c3.w, d[0], __fmul_rn(cn[1], b[1])));
+  o[2] = __fmaf_rn(k.c5.y, d[2], __fmaf_rn(k.c4.w, d[1], __fmaf_rn(k.c4.x, d[0], __fmul_rn(cn[2], b[2]))));
+  o[3] = __fmaf_rn(k.c5.w, d[3], __fmaf_rn(k.c5.z, d[2], __fmaf_rn(k.c5.x, d[1], __fmaf_rn(k.c4.y, d[0], __fmul_rn(cn[3], b[3])))));
+}
+// The update's coefficients of the row, f_j = P_j3 d_j scale (scale = 1 / c', or 1 when c' folds into R)
+__device__ __forceinline__ void block_f(const BlockCoef& k, const float (&d)[4], float scale, float (&f)[4]) {
+  f[0] = __fmul_rn(__fmul_rn(k.Up.x, d[0]), scale);
+  f[1] = __fmul_rn(__fmul_rn(k.Up.y, d[1]), scale);
+  f[2] = __fmul_rn(__fmul_rn(k.Up.z, d[2]), scale);
+  f[3] = __fmul_rn(d[3], scale);
 }
 
 }  // namespace mere::cuda::gdn_c4

@@ -29,10 +29,10 @@
 // exchange (warp 0's write o), and one shuffle gives every lane F of both its rows at its token. k and
 // q are staged with an odd token's 16-byte chunks at j ^ 4, so the 8 lanes of a quarter-warp (tokens g
 // and g + 1) read both halves of the banks.
-#include <cstdlib>
-#include <string_view>
+#include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/gdn_prefill.h"
 #include "backend/cuda/gdn_prefill_c4.cuh"
 #include "backend/cuda/gdn_prefill_stage.cuh"
@@ -173,8 +173,7 @@ __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restric
     const int us = (tq & 1) ? 16 : 0;
     const float* krow = &sg.k[tq][0] + col0 + 4 * (gq >> 1) + (gq & 1);
     for (int b = 0; b < nb; ++b, parity ^= 1) {
-      const float4* cf = reinterpret_cast<const float4*>(cfs + b * kCoef);
-      const float4 Gm = cf[0], Bt = cf[1], c2 = cf[2], c3 = cf[3], c4 = cf[4], c5 = cf[5], Up = cf[6];
+      const BlockCoef kc = load_block(cfs + b * kCoef);
       const float* xb_row = xrow + 4 * b * kD;
       // step i accumulates into set i % A (A sets: chains of kM / A dependent mma a set)
       float acc[A][2][3][4];  // [set][tile e][lo hi, hi lo, hi hi][C fragment]
@@ -222,46 +221,45 @@ __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restric
       // odd lane's, the odd lane keeps row g + 8's
       const float s0 = odd ? dsum[0] : dsum[2], s1 = odd ? dsum[1] : dsum[3];
       const float x0 = __shfl_xor_sync(kFull, s0, 1), x1 = __shfl_xor_sync(kFull, s1, 1);
-      const float p0 = odd ? x0 : dsum[0], p1 = odd ? x1 : dsum[1], p2 = odd ? dsum[2] : x0, p3 = odd ? dsum[3] : x1;
+      const float pr[4] = {odd ? x0 : dsum[0], odd ? x1 : dsum[1], odd ? dsum[2] : x0, odd ? dsum[3] : x1};
       const float* vb = &sg.v[4 * b][rr];
-      const float vr0 = vb[0], vr1 = vb[kRowsPerBlock], vr2 = vb[2 * kRowsPerBlock], vr3 = vb[3 * kRowsPerBlock];
-      // the recurrence (gdn_prefill_c4's; the b lanes' results are dropped)
-      const float cn0 = __fmul_rn(c, Gm.x), cn1 = __fmul_rn(c, Gm.y), cn2 = __fmul_rn(c, Gm.z), cn3 = __fmul_rn(c, Gm.w);
-      const float d0 = __fmul_rn(Bt.x, __fsub_rn(vr0, __fmul_rn(cn0, p0)));
-      const float d1 = __fmul_rn(Bt.y, __fsub_rn(vr1, __fmaf_rn(c2.x, d0, __fmul_rn(cn1, p1))));
-      const float d2 = __fmul_rn(Bt.z, __fsub_rn(vr2, __fmaf_rn(c2.w, d1, __fmaf_rn(c2.y, d0, __fmul_rn(cn2, p2)))));
-      const float d3 = __fmul_rn(
-          Bt.w, __fsub_rn(vr3, __fmaf_rn(c3.y, d2, __fmaf_rn(c3.x, d1, __fmaf_rn(c2.z, d0, __fmul_rn(cn3, p3))))));
-      const float e0 = __shfl_xor_sync(kFull, d0, 2), e1 = __shfl_xor_sync(kFull, d1, 2),
-                  e2 = __shfl_xor_sync(kFull, d2, 2), e3 = __shfl_xor_sync(kFull, d3, 2);
-      const float dd0 = blane ? e0 : d0, dd1 = blane ? e1 : d1, dd2 = blane ? e2 : d2, dd3 = blane ? e3 : d3;
+      const float vr[4] = {vb[0], vb[kRowsPerBlock], vb[2 * kRowsPerBlock], vb[3 * kRowsPerBlock]};
+      // the recurrence (the b lanes' results are dropped); the b lanes take d with an xor-2 exchange
+      float cn[4], d[4], dd[4];
+      block_decays(kc, c, cn);
+      block_d(kc, cn, pr, vr, d);
+      float e[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) e[j] = __shfl_xor_sync(kFull, d[j], 2);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) dd[j] = blane ? e[j] : d[j];
       if (warp == 0 && blane) {
-        const float o0 = __fmaf_rn(c3.z, dd0, __fmul_rn(cn0, p0));
-        const float o1 = __fmaf_rn(c4.z, dd1, __fmaf_rn(c3.w, dd0, __fmul_rn(cn1, p1)));
-        const float o2 = __fmaf_rn(c5.y, dd2, __fmaf_rn(c4.w, dd1, __fmaf_rn(c4.x, dd0, __fmul_rn(cn2, p2))));
-        const float o3 =
-            __fmaf_rn(c5.w, dd3, __fmaf_rn(c5.z, dd2, __fmaf_rn(c5.x, dd1, __fmaf_rn(c4.y, dd0, __fmul_rn(cn3, p3)))));
+        float ov[4];
+        block_o(kc, cn, pr, dd, ov);
         float* ob = os + (4 * b) * kRowsPerBlock + rr;  // tokens past the chunk's land in os, never copied out
-        ob[0] = o0;
-        ob[kRowsPerBlock] = o1;
-        ob[2 * kRowsPerBlock] = o2;
-        ob[3 * kRowsPerBlock] = o3;
+        ob[0] = ov[0];
+        ob[kRowsPerBlock] = ov[1];
+        ob[2 * kRowsPerBlock] = ov[2];
+        ob[3 * kRowsPerBlock] = ov[3];
       }
       // the block's end: c' = c Γ_3, folded into R below 2^-60
-      const bool renorm = cn3 < kRenorm;  // block-uniform
-      const float scale = renorm ? 1.0f : rcp_approx(cn3);
-      c = renorm ? 1.0f : cn3;
+      const bool renorm = cn[3] < kRenorm;  // block-uniform
+      const float scale = renorm ? 1.0f : rcp_approx(cn[3]);
+      c = renorm ? 1.0f : cn[3];
       if (renorm) {
 #pragma unroll
         for (int i = 0; i < kM; ++i) {
-          ra[i] = make_float4(__fmul_rn(ra[i].x, cn3), __fmul_rn(ra[i].y, cn3), __fmul_rn(ra[i].z, cn3), __fmul_rn(ra[i].w, cn3));
-          rb[i] = make_float4(__fmul_rn(rb[i].x, cn3), __fmul_rn(rb[i].y, cn3), __fmul_rn(rb[i].z, cn3), __fmul_rn(rb[i].w, cn3));
+          ra[i] = make_float4(__fmul_rn(ra[i].x, cn[3]), __fmul_rn(ra[i].y, cn[3]), __fmul_rn(ra[i].z, cn[3]),
+                              __fmul_rn(ra[i].w, cn[3]));
+          rb[i] = make_float4(__fmul_rn(rb[i].x, cn[3]), __fmul_rn(rb[i].y, cn[3]), __fmul_rn(rb[i].z, cn[3]),
+                              __fmul_rn(rb[i].w, cn[3]));
         }
       }
       // F[row][j] = P_j3 d_j / c'; this lane has row rr's; the other row's at token t comes from lane
       // (g, t - 1), which sends its f_{t'+1} (t' = t - 1 has the other parity, so the other row)
-      const float f0 = __fmul_rn(__fmul_rn(Up.x, dd0), scale), f1 = __fmul_rn(__fmul_rn(Up.y, dd1), scale),
-                  f2 = __fmul_rn(__fmul_rn(Up.z, dd2), scale), f3 = __fmul_rn(dd3, scale);
+      float f[4];
+      block_f(kc, dd, scale, f);
+      const float f0 = f[0], f1 = f[1], f2 = f[2], f3 = f[3];
       const float own = tq == 0 ? f0 : tq == 1 ? f1 : tq == 2 ? f2 : f3;
       const float send = tq == 0 ? f1 : tq == 1 ? f2 : tq == 2 ? f3 : f0;
       const float other = __shfl_sync(kFull, send, (lane & ~3) | ((tq + 3) & 3));
@@ -295,24 +293,15 @@ __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restric
 // MERE_CUDA_GDN_TC_WARPS: the warps P a 16 rows share (1, 2 or 4); unset: 0, the launch's choice
 int tc_warps() {
   static const int p = [] {
-    const char* e = std::getenv("MERE_CUDA_GDN_TC_WARPS");
-    if (e == nullptr || *e == 0) return 0;
-    const std::string_view s(e);
-    MERE_CHECK(s == "1" || s == "2" || s == "4", "cuda gdn_prefill_tc", "MERE_CUDA_GDN_TC_WARPS must be 1, 2 or 4, got '", s, "'");
-    return s[0] - '0';
+    const int i = env_choice("MERE_CUDA_GDN_TC_WARPS", {"1", "2", "4"});
+    return i < 0 ? 0 : 1 << i;
   }();
   return p;
 }
 
 // MERE_CUDA_GDN_TC_ACC: the dot products' accumulator sets A (1 or 2; unset: 1)
 int tc_acc_sets() {
-  static const int a = [] {
-    const char* e = std::getenv("MERE_CUDA_GDN_TC_ACC");
-    if (e == nullptr || *e == 0) return 1;
-    const std::string_view s(e);
-    MERE_CHECK(s == "1" || s == "2", "cuda gdn_prefill_tc", "MERE_CUDA_GDN_TC_ACC must be 1 or 2, got '", s, "'");
-    return s[0] - '0';
-  }();
+  static const int a = 1 + std::max(0, env_choice("MERE_CUDA_GDN_TC_ACC", {"1", "2"}));
   return a;
 }
 
