@@ -470,6 +470,54 @@ void check_wsd_bitwise(CudaDevice& dev, WgemmStreamK& ws, WgemmStreamK& wsd, int
   record_bitwise(name, b.data(), a.data(), a.size());
 }
 
+// wgemm_group: several matrices of the same cols in one launch (their row tiles one stream-K space):
+// each matrix's rows against ops::linear and the cuBLASLt path, rows >= T untouched, two runs bitwise.
+void check_wgemm_group(CudaDevice& dev, BlasGemm& blas, WgemmStreamK& sk, const std::vector<int64_t>& rows,
+                       int64_t cols, const std::vector<int64_t>& Ts, uint64_t seed, bool all_rows = true) {
+  const int n = static_cast<int>(rows.size());
+  std::vector<HostQ> hq;
+  std::vector<DevQ> dq;
+  std::vector<DeviceBuffer> dy;
+  std::string shape;
+  const int64_t TM = *std::max_element(Ts.begin(), Ts.end());
+  for (int i = 0; i < n; ++i) {
+    hq.push_back(random_q(rows[static_cast<size_t>(i)], cols, 4, seed + 10 * i));
+    dq.push_back(upload_q(dev, hq.back()));
+    dy.push_back(dev.alloc(static_cast<size_t>((TM + 1) * rows[static_cast<size_t>(i)]) * 4, "y"));
+    shape += (i ? "+" : "") + std::to_string(rows[static_cast<size_t>(i)]);
+  }
+  const std::string tag = std::string("wgemm_group ") + wgemm_form_name(sk.form()) + " q4[" + shape + "x" + std::to_string(cols) + "]";
+  const std::vector<float> x = random_vec(static_cast<size_t>(TM * cols), seed + 1, -2.0f, 2.0f);
+  DeviceBuffer dx = to_device(dev, x, "x");
+  DeviceBuffer dxq = dev.alloc(static_cast<size_t>(TM * cols) * 2, "xq");
+  DeviceBuffer db = dev.alloc(static_cast<size_t>(TM * *std::max_element(rows.begin(), rows.end())) * 4, "y blas");
+  for (int64_t T : Ts) {
+    const std::vector<int64_t> ts = checked_rows(T, all_rows);
+    WgemmOut outs[kWgemmMaxGroup];
+    for (int i = 0; i < n; ++i) {
+      poison(dev, dy[static_cast<size_t>(i)]);
+      outs[i] = WgemmOut{dq[static_cast<size_t>(i)].view, dy[static_cast<size_t>(i)].as<float>(), rows[static_cast<size_t>(i)]};
+    }
+    qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, dxq.as<uint16_t>());
+    wgemm_group(dev, outs, n, dxq.as<uint16_t>(), T, sk);
+    std::vector<std::vector<float>> got(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i)
+      got[static_cast<size_t>(i)] = from_device<float>(dev, dy[static_cast<size_t>(i)], static_cast<size_t>((T + 1) * rows[static_cast<size_t>(i)]));
+    wgemm_group(dev, outs, n, dxq.as<uint16_t>(), T, sk);
+    for (int i = 0; i < n; ++i) {
+      const size_t u = static_cast<size_t>(i);
+      const int64_t r = rows[u];
+      const std::string name = tag + " T=" + std::to_string(T) + " matrix " + std::to_string(i) + (all_rows ? "" : " (5 rows)");
+      check_gemm_rows(name, got[u], ref_linear_rows(hq[u].view(), x, ts), ts, r, T);
+      blas.run(dq[u].view, dxq.as<uint16_t>(), T, db.as<float>(), r);
+      const auto yb = from_device<float>(dev, db, static_cast<size_t>(T * r));
+      record(name + " vs cuBLASLt (same bf16 operands)", compare(got[u].data(), yb.data(), yb.size(), 1e-3, 1e-3), 1e-8);
+      const auto again = from_device<float>(dev, dy[u], static_cast<size_t>(T * r));
+      record_bitwise(name + " deterministic (two runs bitwise)", again.data(), got[u].data(), again.size());
+    }
+  }
+}
+
 void check_wgemm(CudaDevice& dev, bool quick) {
   if (dev.props().major != 9) {
     std::printf("skip wgemm: sm_%d%d is not Hopper\n", dev.props().major, dev.props().minor);
@@ -490,6 +538,32 @@ void check_wgemm(CudaDevice& dev, bool quick) {
     check_wgemm_shape(dev, blas, sk, 5120, 17408, {512}, ++seed, false);      // 27B down
     check_wgemm_shape(dev, blas, sk, 1024, 5120, {2048}, ++seed, false);      // k/v, several token tiles
     check_wgemm_shape(dev, blas, sk, 5120, 6144, {300}, ++seed, false);       // out_proj, one partial token tile
+  }
+  for (WgemmStreamK* sk : {&ws, &wst, &wsd}) {  // several matrices a launch (the engine's grouped projections)
+    uint64_t seed = 7700;
+    check_wgemm_group(dev, blas, *sk, {257, 1, 7, 130}, 1088, {513, 10}, ++seed);  // 4 matrices, a tail in each
+    check_wgemm_group(dev, blas, *sk, {300, 48}, 192, {129}, ++seed);
+    check_wgemm_group(dev, blas, *sk, {257, 64}, 1152, {300}, ++seed);  // an even group count (wsd's own path)
+    if (quick) continue;
+    check_wgemm_group(dev, blas, *sk, {10240, 6144, 48, 48}, 5120, {512}, ++seed, false);  // 27B GDN in_proj
+    check_wgemm_group(dev, blas, *sk, {512, 512}, 2048, {512, 37}, ++seed, false);         // 35B-A3B shared gate/up
+  }
+  {  // a group of mixed cols or of too many matrices is an error naming it
+    const HostQ ha = random_q(64, 128, 4, 11), hb = random_q(64, 192, 4, 12);
+    DevQ da = upload_q(dev, ha), dbq = upload_q(dev, hb);
+    DeviceBuffer y = dev.alloc(64 * 16 * 4, "y"), xq = dev.alloc(192 * 16 * 2, "xq");
+    auto throws = [&](const WgemmOut* o, int n) {
+      try {
+        wgemm_group(dev, o, n, xq.as<uint16_t>(), 16, ws);
+      } catch (const std::exception&) {
+        return true;
+      }
+      return false;
+    };
+    const WgemmOut mixed[2] = {{da.view, y.as<float>(), 64}, {dbq.view, y.as<float>(), 64}};
+    const WgemmOut five[5] = {mixed[0], mixed[0], mixed[0], mixed[0], mixed[0]};
+    record_bool("wgemm_group: mixed cols throw", throws(mixed, 2), "no error");
+    record_bool("wgemm_group: 5 matrices throw", throws(five, 5), "no error");
   }
   uint64_t seed = 7600;
   for (const auto& [r, c, t] : std::vector<std::array<int64_t, 3>>{
@@ -1316,6 +1390,40 @@ double bench_wgemm(CudaDevice& dev, const char* what, int64_t rows, int64_t cols
   return t.median_us;
 }
 
+// wgemm_group on a set of matrices sharing X (rotating copies of each): median µs of the one launch.
+double bench_wgemm_group(CudaDevice& dev, const char* what, const std::vector<int64_t>& rows, int64_t cols, int64_t T,
+                         WgemmStreamK& sk) {
+  const int n = static_cast<int>(rows.size());
+  std::vector<QBank> banks;
+  std::vector<DeviceBuffer> ys;
+  double wbytes = 0, flops = 0;
+  std::string shape;
+  for (const int64_t r : rows) {
+    banks.push_back(make_bank(dev, r, cols, 4, size_t{256} << 20));
+    ys.push_back(dev.alloc(static_cast<size_t>(T * r) * 4, "y"));
+    wbytes += static_cast<double>(banks.back().views[0].bytes()) + T * r * 4.0;
+    flops += 2.0 * T * r * cols;
+    shape += (shape.empty() ? "" : "+") + std::to_string(r);
+  }
+  DeviceBuffer x = dev.alloc(static_cast<size_t>(T * cols) * 4, "x");
+  fill_f32(dev, x.get(), static_cast<size_t>(T * cols), 5, -2.0f, 2.0f);
+  DeviceBuffer xq = dev.alloc(static_cast<size_t>(T * cols) * 2, "xq");
+  qgemm_prepare_x(dev, x.as<float>(), T, cols, cols, xq.as<uint16_t>());
+  const Timing t = time_launches(dev, 3, 20, [&](int i) {
+    WgemmOut outs[kWgemmMaxGroup];
+    for (int m = 0; m < n; ++m) {
+      const QBank& b = banks[static_cast<size_t>(m)];
+      outs[m] = WgemmOut{b.views[static_cast<size_t>(i) % b.views.size()], ys[static_cast<size_t>(m)].as<float>(), rows[static_cast<size_t>(m)]};
+    }
+    wgemm_group(dev, outs, n, xq.as<uint16_t>(), T, sk);
+  });
+  char name[192];
+  std::snprintf(name, sizeof(name), "wgemm_group %s q4 %s [%sx%lld] T=%lld", wgemm_form_name(sk.form()), what, shape.c_str(),
+                (long long)cols, (long long)T);
+  add_bench(name, wbytes + T * cols * 2.0, flops, flops / (700.0 * 1e6), t);
+  return t.median_us;
+}
+
 // A 27B GatedDeltaNet layer's dense matmuls in the engine's order (qkv, z, out_proj, gate, up, down)
 // through BlasGemm with and without the dequantisation overlapped on a side stream; µs a layer.
 void bench_blas_layer(CudaDevice& dev, int64_t T) {
@@ -1551,6 +1659,21 @@ int main(int argc, char** argv) {
           bench_blas(dev, blas, "35B in_proj_qkv", 8192, 2048, 4, 512);
           bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512, &ws);
           bench_wgemm(dev, "35B in_proj_qkv", 8192, 2048, 512, &wsd);
+          // the engine's grouped sets against their matrices one launch each (ws; cuBLASLt for the small ones)
+          struct Set {
+            const char* what;
+            std::vector<int64_t> rows;
+            int64_t cols;
+          };
+          for (const Set& set : {Set{"27B GDN qkv+z+b+a", {10240, 6144, 48, 48}, 5120}, Set{"27B attention q+k+v", {12288, 1024, 1024}, 5120},
+                                 Set{"27B gate+up", {17408, 17408}, 5120}, Set{"35B GDN qkv+z+b+a", {8192, 4096, 32, 32}, 2048},
+                                 Set{"35B attention q+k+v", {8192, 512, 512}, 2048}, Set{"35B shared gate+up", {512, 512}, 2048}}) {
+            const double g = bench_wgemm_group(dev, set.what, set.rows, set.cols, 512, ws);
+            double sep = 0;
+            for (const int64_t r : set.rows)
+              sep += std::min(bench_wgemm(dev, set.what, r, set.cols, 512, &ws), bench_blas(dev, blas, set.what, r, set.cols, 4, 512));
+            std::printf("%s: one launch %.1f us vs one each (the faster path a matrix) %.1f us\n", set.what, g, sep);
+          }
           bench_moe(dev, 256, 512, 2048, 512, 8);  // moe_stream vs wgemm_moe at the 35B-A3B shapes
         });
       return finish_report(json, t0);

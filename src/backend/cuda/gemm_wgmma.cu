@@ -449,8 +449,14 @@ WgemmStreamK::WgemmStreamK(CudaDevice& dev, WgemmForm form)
   dev.fill_bytes(flags_.get(), 0, flags_.bytes());
 }
 
-void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
-           WgemmStreamK* sk) {
+namespace {
+WsShape ws_shape(WgemmForm f) {
+  return f == WgemmForm::WarpSpecializedTall ? WsShape::Tall
+         : f == WgemmForm::WarpSpecializedDequant ? WsShape::Dequant
+                                                   : WsShape::Wide;
+}
+
+void check_operands(const CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, int64_t ldy) {
   MERE_CHECK(wgemm_supported(dev, W), "cuda wgemm", "needs an sm_90 device and 4-bit MLX weights with 64 | cols (got ",
              W.bits, "-bit", W.tiled ? " tiled" : "", " [", W.rows, ", ", W.cols, "] on sm_", dev.props().major,
              dev.props().minor, ")");
@@ -458,16 +464,35 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
                  ldy >= W.rows && (W.rows + kRows - 1) / kRows <= 65535,
              "cuda wgemm", "shape out of range: T = ", T, ", rows = ", W.rows, ", cols = ", W.cols, ", ldy = ", ldy);
   MERE_CHECK((reinterpret_cast<uintptr_t>(xq) & 15u) == 0, "cuda wgemm", "xq must be 16-byte aligned");
+}
+}  // namespace
+
+void wgemm_group(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WgemmStreamK& sk) {
+  MERE_CHECK(sk.ws(), "cuda wgemm", "a group of matrices runs on a warp-specialised form (ws, wst, wsd), not ",
+             wgemm_form_name(sk.form()));
+  MERE_CHECK(n >= 1 && n <= kWgemmMaxGroup, "cuda wgemm", "a group holds 1 to ", kWgemmMaxGroup, " matrices, got ", n);
+  int64_t tiles = 0;
+  for (int i = 0; i < n; ++i) {
+    check_operands(dev, outs[i].W, xq, T, outs[i].ldy);
+    MERE_CHECK(outs[i].W.cols == outs[0].W.cols, "cuda wgemm", "a group shares X: matrix ", i, " has ", outs[i].W.cols,
+               " cols, matrix 0 ", outs[0].W.cols);
+    tiles += (outs[i].W.rows + kRows - 1) / kRows;
+  }
+  MERE_CHECK(tiles <= 65535, "cuda wgemm", "a group of ", tiles, " row tiles is out of range");
+  DeviceGuard guard(dev.ordinal());
+  wgemm_ws(dev, outs, n, xq, T, ws_shape(sk.form()), sk.blocks(), sk.partials(), sk.flags());
+}
+
+void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
+           WgemmStreamK* sk) {
+  check_operands(dev, W, xq, T, ldy);
   DeviceGuard guard(dev.ordinal());
   const WgArgs args{W.codes, W.scales, W.biases, static_cast<int>(W.rows), static_cast<int>(W.cols), xq,
                     static_cast<int>(T), y, ldy};
   const int nrow = static_cast<int>((W.rows + kRows - 1) / kRows);
   if (sk != nullptr && sk->ws()) {  // codes alignment and 64 | cols: wgemm_supported
-    const WsShape shape = sk->form() == WgemmForm::WarpSpecializedTall      ? WsShape::Tall
-                          : sk->form() == WgemmForm::WarpSpecializedDequant ? WsShape::Dequant
-                                                                             : WsShape::Wide;
-    wgemm_ws(dev, W, xq, T, y, ldy, shape, sk->blocks(), sk->partials(),
-             sk->flags());
+    const WgemmOut one{W, y, ldy};
+    wgemm_ws(dev, &one, 1, xq, T, ws_shape(sk->form()), sk->blocks(), sk->partials(), sk->flags());
     return;
   }
   if (sk != nullptr) {

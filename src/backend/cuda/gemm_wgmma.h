@@ -19,7 +19,8 @@
 #include <cstdint>
 
 #include "backend/cuda/device.h"
-#include "backend/cuda/qmatvec.h"  // QWeightView
+#include "backend/cuda/gemm_wgmma_ws.h"  // WgemmOut, kWgemmMaxGroup
+#include "backend/cuda/qmatvec.h"        // QWeightView
 
 namespace mere::cuda {
 
@@ -67,6 +68,14 @@ class WgemmStreamK {
 // !wgemm_supported or a shape is out of range.
 void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
            WgemmStreamK* sk = nullptr);
+
+// A group: outs[i].y = xq · dequant(outs[i].W)^T for n (1..kWgemmMaxGroup) matrices of the same cols
+// in ONE launch of a warp-specialised form (sk.ws()): their 128-row tiles one stream-K iteration space,
+// so the small matrices of a layer (27B GDN z / b / a beside qkv; k / v beside q) fill the SMs the
+// large one leaves idle instead of paying a launch and a thin grid each. Each matrix as wgemm's
+// contract (the same bf16 operands; the split, hence the fp32 summation order, is the launch's).
+// Throws mere::Error when a matrix is not wgemm_supported, the cols differ or a shape is out of range.
+void wgemm_group(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WgemmStreamK& sk);
 
 // The routed MoE experts on wgmma (prompt passes; docs/cuda-kernels.md "MoE prefill v3"): the same
 // contract as moe_stream / moe_stream_gate_up (gemm_moe.h) — W: E experts of Ne rows stacked, xq:

@@ -73,13 +73,55 @@ struct WsGeo {
   static_assert(kStageBytes % 1024 == 0 && kABuf % 1024 == 0, "stages and A buffers on 1024-byte atoms");
 };
 
-struct WsArgs {
+// One matrix of a launch (a group of up to kWgemmMaxGroup matrices of the same K shares X and one
+// stream-K iteration space; matrix i holds row tiles [tile_end[i-1], tile_end[i]) of it).
+struct WsMat {
   const uint16_t* scales;  // [N, K/64] bf16
   const uint16_t* biases;
-  int N, K, T;
   float* y;  // [T, ldy]
   int64_t ldy;
+  int N, tile_end;
 };
+struct WsArgs {
+  WsMat m[kWgemmMaxGroup];
+  int n, K, T;
+};
+// The tensor maps of a launch: X ([T, K] bf16) and each matrix's codes ([N, K/8] u32).
+struct WsMaps {
+  CUtensorMap x;
+  CUtensorMap c[kWgemmMaxGroup];
+};
+
+// The matrix of row tile rt of the launch and the tile's first row in it (rows: rows a tile). The
+// matrices are few: unrolled scans with constant indices, so the parameters are read from the constant
+// bank and selected (indexing them with a run-time value, or taking their address, would copy them to
+// local memory; the tensor maps are __grid_constant__, so their addresses are fine).
+struct WsLoc {
+  int m, row0;
+};
+__device__ __forceinline__ WsLoc locate(const WsArgs& p, int rt, int rows) {
+  WsLoc l{0, rt * rows};
+#pragma unroll
+  for (int i = 1; i < kWgemmMaxGroup; ++i)
+    if (i < p.n && rt >= p.m[i - 1].tile_end) l = WsLoc{i, (rt - p.m[i - 1].tile_end) * rows};
+  return l;
+}
+// f(p.m[m]) for a run-time m < p.n
+template <class F>
+__device__ __forceinline__ auto pick(const WsArgs& p, int m, F&& f) {
+  auto v = f(p.m[0]);
+#pragma unroll
+  for (int i = 1; i < kWgemmMaxGroup; ++i)
+    if (i == m) v = f(p.m[i]);
+  return v;
+}
+__device__ __forceinline__ const CUtensorMap* codes_map(const WsMaps& maps, int m) {
+  const CUtensorMap* c = &maps.c[0];
+#pragma unroll
+  for (int i = 1; i < kWgemmMaxGroup; ++i)
+    if (i == m) c = &maps.c[i];
+  return c;
+}
 
 // 32-bit shared addresses of the ring: stage s (X tile, codes, v6f: the A tile of warpgroup w), v6d's
 // A buffer (w, b), v6f's scale slot (slot, thread), mbarriers
@@ -108,20 +150,22 @@ struct Ring {
 
 // The producer: every group of every piece of this block's range, in the consumers' order.
 template <int MT>
-__device__ void produce(const Ring<MT>& ring, const CUtensorMap* tmx, const CUtensorMap* tmc, int ng, int ntok,
-                        int64_t begin, int64_t end) {
+__device__ void produce(const Ring<MT>& ring, const WsArgs& p, const WsMaps& maps, int ng, int ntok, int64_t begin,
+                        int64_t end) {
   using G = WsGeo<MT>;
   constexpr int kStages = G::kStages;
   int st = 0;
   uint32_t phase = 1;  // a fresh "empty" barrier: waiting for parity 1 returns at once
   for (int64_t it = begin; it < end;) {
     const wsplit::Piece pc = wsplit::piece(it, end, ng);
-    const int tok0 = static_cast<int>(pc.tile % ntok) * G::kNT, row0 = static_cast<int>(pc.tile / ntok) * G::kRows;
+    const int tok0 = static_cast<int>(pc.tile % ntok) * G::kNT;
+    const WsLoc at = locate(p, static_cast<int>(pc.tile / ntok), G::kRows);
+    const CUtensorMap* tmc = codes_map(maps, at.m);
     for (int kb = pc.k0; kb < pc.k1; ++kb) {
       tma::mbar_wait(ring.empty(st), phase);
       tma::mbar_arrive_expect_tx(ring.full(st), G::kStageBytes);
-      tma::load_2d(ring.stage(st), tmx, kb * 64, tok0, ring.full(st));
-      tma::load_2d(ring.stage(st) + G::kXBytes, tmc, kb * 8, row0, ring.full(st));
+      tma::load_2d(ring.stage(st), &maps.x, kb * 64, tok0, ring.full(st));
+      tma::load_2d(ring.stage(st) + G::kXBytes, tmc, kb * 8, at.row0, ring.full(st));
       if (++st == kStages) st = 0, phase ^= 1;
     }
     it += pc.k1 - pc.k0;
@@ -141,23 +185,33 @@ __device__ __forceinline__ float (&sub(float (&d)[128], int m))[128 / MT] {
   return *reinterpret_cast<float(*)[128 / MT]>(d + m * (128 / MT));
 }
 
-// Groups [k0, k1) of the tile at row0 into d (zeroed here); every wgmma done and every stage handed
-// back when it returns. Warpgroup w owns rows [w 64 MT, (w + 1) 64 MT) of the tile, sub-tile m the
+// The scales and biases ([N, K/64] bf16) of the matrix a piece multiplies.
+struct WsRows {
+  const uint16_t* scales;
+  const uint16_t* biases;
+  int N;
+};
+__device__ __forceinline__ WsRows rows_of(const WsArgs& p, int m) {
+  return WsRows{pick(p, m, [](const WsMat& x) { return x.scales; }), pick(p, m, [](const WsMat& x) { return x.biases; }),
+                pick(p, m, [](const WsMat& x) { return x.N; })};
+}
+
+// Groups [k0, k1) of the tile at row0 of matrix q into d (zeroed here); every wgmma done and every
+// stage handed back when it returns. Warpgroup w owns rows [w 64 MT, (w + 1) 64 MT) of the tile, sub-tile m the
 // 64 from w 64 MT + 64 m; thread i converts row i / 2 of each sub-tile, words 4 (i % 2) .. + 3.
 template <int MT>
-__device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, int row0, int k0, int k1,
+__device__ __forceinline__ void consume(const Ring<MT>& ring, const WsRows& q, int ng, int row0, int k0, int k1,
                                         ConsumerPos& pos, float (&d)[128]) {
   using G = WsGeo<MT>;
   constexpr int kStages = G::kStages;
   const int tid = static_cast<int>(threadIdx.x), wgi = tid >> 7, r = (tid & 127) >> 1, h = tid & 1;
   const int lane = tid & 31;
-  const int ng = p.K >> 6;
   int64_t si[MT];  // scale index of group 0 of this thread's row in each sub-tile
   uint32_t c_off[MT];
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
     const int rb = wgi * 64 * MT + m * 64 + r;  // row within the tile
-    si[m] = static_cast<int64_t>(min(row0 + rb, p.N - 1)) * ng;
+    si[m] = static_cast<int64_t>(min(row0 + rb, q.N - 1)) * ng;
     c_off[m] = static_cast<uint32_t>(G::kXBytes + rb * 32 + h * 16);
   }
   const uint32_t a_row = static_cast<uint32_t>(r * 128), a_sw = static_cast<uint32_t>(r & 7);
@@ -170,8 +224,8 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
   uint32_t s_e[MT], b_e[MT], s_o[MT], b_o[MT];
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
-    s_e[m] = p.scales[si[m] + k0], b_e[m] = p.biases[si[m] + k0];
-    s_o[m] = p.scales[si[m] + min(k0 + 1, k1 - 1)], b_o[m] = p.biases[si[m] + min(k0 + 1, k1 - 1)];
+    s_e[m] = q.scales[si[m] + k0], b_e[m] = q.biases[si[m] + k0];
+    s_o[m] = q.scales[si[m] + min(k0 + 1, k1 - 1)], b_o[m] = q.biases[si[m] + min(k0 + 1, k1 - 1)];
   }
   int prev = -1;  // the stage of the previous group (handed back once its wgmmas are done)
   auto step = [&](int kb, uint32_t(&sr)[MT], uint32_t(&br)[MT]) {
@@ -187,7 +241,7 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
     }
     const int k2 = min(kb + 2, k1 - 1);
 #pragma unroll
-    for (int m = 0; m < MT; ++m) sr[m] = p.scales[si[m] + k2], br[m] = p.biases[si[m] + k2];
+    for (int m = 0; m < MT; ++m) sr[m] = q.scales[si[m] + k2], br[m] = q.biases[si[m] + k2];
     fence_async_smem();                                                // the stores, to wgmma's proxy
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wgi) : "memory");  // the warpgroup's rows are in
     const uint64_t db = sw128_desc(ring.stage(pos.st));
@@ -226,26 +280,25 @@ __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsArgs& p, i
 // Scales and biases: the 4-byte words holding this thread's (rows of an even number of groups, so a
 // word never straddles rows), copied kScaleAhead groups ahead by cp.async into private slots: no
 // register waits on a load.
-__device__ void dequant_produce(const Ring<1, true>& ring, const WsArgs& p, const CUtensorMap* tmx,
-                                const CUtensorMap* tmc, int ng, int ntok, int begin, int end) {
+__device__ void dequant_produce(const Ring<1, true>& ring, const WsArgs& p, const WsMaps& maps, int ng, int ntok,
+                                int begin, int end) {
   using G = WsGeo<1, true>;
   constexpr int S = G::kStages;
   const int i = static_cast<int>(threadIdx.x) - kConsumers;
-  const uint32_t* sw = reinterpret_cast<const uint32_t*>(p.scales);
-  const uint32_t* bw = reinterpret_cast<const uint32_t*>(p.biases);
-  auto row_group = [&](int j, int& row0, int& kb) {
+  auto row_group = [&](int j, int& kb) {  // iteration j's matrix and first row, and its group
     const int tile = j / ng;
     kb = j - tile * ng;
-    row0 = (tile / ntok) * G::kRows;
+    return locate(p, tile / ntok, G::kRows);
   };
   auto copy_scales = [&](int j) {  // group j's words into slot j % kScaleSlots (an empty commit past the end)
     if (j < end) {
-      int row0, kb;
-      row_group(j, row0, kb);
-      const int at = (min(row0 + i, p.N - 1) * ng + kb) >> 1;
+      int kb;
+      const WsLoc l = row_group(j, kb);
+      const WsRows q = rows_of(p, l.m);
+      const int at = (min(l.row0 + i, q.N - 1) * ng + kb) >> 1;
       const uint32_t dst = ring.slot((j - begin) % kScaleSlots, i);
-      cp_async4(dst, sw + at);
-      cp_async4(dst + 4, bw + at);
+      cp_async4(dst, reinterpret_cast<const uint32_t*>(q.scales) + at);
+      cp_async4(dst + 4, reinterpret_cast<const uint32_t*>(q.biases) + at);
     }
     cp_async_commit();
   };
@@ -254,12 +307,13 @@ __device__ void dequant_produce(const Ring<1, true>& ring, const WsArgs& p, cons
   auto issue = [&](int need) {  // every group up to `need` (waiting), then those whose stage is free
     if (tj >= end) return;
     if (tj > need && !tma::mbar_test(ring.empty(tst), tph)) return;
-    const int tile = tj / ng, kb = tj - tile * ng;
-    const int tok0 = (tile % ntok) * G::kNT, row0 = (tile / ntok) * G::kRows;
+    int kb;
+    const WsLoc l = row_group(tj, kb);
+    const int tok0 = (tj / ng % ntok) * G::kNT;
     tma::mbar_wait(ring.empty(tst), tph);
     tma::mbar_arrive_expect_tx(ring.full(tst), G::kXBytes + G::kCBytes);
-    tma::load_2d(ring.stage(tst), tmx, kb * 64, tok0, ring.full(tst));
-    tma::load_2d(ring.stage(tst) + G::kXBytes, tmc, kb * 8, row0, ring.full(tst));
+    tma::load_2d(ring.stage(tst), &maps.x, kb * 64, tok0, ring.full(tst));
+    tma::load_2d(ring.stage(tst) + G::kXBytes, codes_map(maps, l.m), kb * 8, l.row0, ring.full(tst));
     if (++tst == S) tst = 0, tph ^= 1;
     ++tj;
   };
@@ -275,8 +329,7 @@ __device__ void dequant_produce(const Ring<1, true>& ring, const WsArgs& p, cons
       for (int k = 0; k < S; ++k) issue(j);  // group j's loads (waiting if need be), then any free stage
     copy_scales(j + kScaleAhead);
     cp_async_wait<kScaleAhead>();  // group j's words are in
-    int row0, kb;
-    row_group(j, row0, kb);
+    const int kb = j % ng;
     const uint32_t slot = ring.slot((j - begin) % kScaleSlots, i);
     uint32_t sv, bv;
     asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(sv), "=r"(bv) : "r"(slot));
@@ -330,9 +383,12 @@ __device__ __forceinline__ void consume_dq(const Ring<1, true>& ring, int k0, in
 // The D fragment of sub-tile m: d_m[4j + i] = (row (lane >> 2) + 8 (i >> 1) of the warp's 16, token
 // 8j + 2t + (i & 1)), as wgmma lays it out.
 template <int MT>
-__device__ __forceinline__ void store_tile(const WsArgs& p, int tok0, int row0, float (&d)[128]) {
+__device__ __forceinline__ void store_tile(const WsArgs& p, int mi, int tok0, int row0, float (&d)[128]) {
   using G = WsGeo<MT>;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5, t = lane & 3;
+  float* const y = pick(p, mi, [](const WsMat& x) { return x.y; });
+  const int64_t ldy = pick(p, mi, [](const WsMat& x) { return x.ldy; });
+  const int N = pick(p, mi, [](const WsMat& x) { return x.N; });
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
     const int rw = row0 + (warp >> 2) * 64 * MT + m * 64 + (warp & 3) * 16 + (lane >> 2);
@@ -342,7 +398,7 @@ __device__ __forceinline__ void store_tile(const WsArgs& p, int tok0, int row0, 
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int tok = tok0 + 8 * j + 2 * t + (i & 1), row = rw + 8 * (i >> 1);
-        if (tok < p.T && row < p.N) p.y[static_cast<int64_t>(tok) * p.ldy + row] = dm[4 * j + i];
+        if (tok < p.T && row < N) y[static_cast<int64_t>(tok) * ldy + row] = dm[4 * j + i];
       }
   }
 }
@@ -355,14 +411,15 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256
 // 16,384) — hence a producer warpgroup and setmaxnreg, the usual Hopper arrangement.
 template <int MT, bool DQ>
 __global__ void __launch_bounds__(kThreads, 1)
-    wgemm_ws_kernel(const __grid_constant__ CUtensorMap tmx, const __grid_constant__ CUtensorMap tmc, const WsArgs p,
-                    int ntok, float* __restrict__ ws, unsigned* __restrict__ flags) {
+    wgemm_ws_kernel(const __grid_constant__ WsMaps maps, const WsArgs p, int ntok, float* __restrict__ ws,
+                    unsigned* __restrict__ flags) {
   using G = WsGeo<MT, DQ>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const Ring<MT, DQ> ring{(smem_u32(smem_raw) + 1023u) & ~1023u};
   const int tid = static_cast<int>(threadIdx.x);
   const int ng = p.K >> 6, P = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
-  const int64_t I = static_cast<int64_t>((p.N + G::kRows - 1) / G::kRows) * ntok * ng;
+  // the launch's row tiles: G::kRows-row tiles of each matrix in turn (tile_end counts them)
+  const int64_t I = static_cast<int64_t>(pick(p, p.n - 1, [](const WsMat& x) { return x.tile_end; })) * ntok * ng;
   const int64_t begin = wsplit::first(I, P, c), end = wsplit::first(I, P, c + 1);
   if (tid == kConsumers) {
     for (int s = 0; s < G::kStages; ++s) {
@@ -371,18 +428,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (DQ) tma::mbar_init(ring.ready(s), 128);  // every producer thread's row
     }
     tma::mbar_init_fence();
-    tma::prefetch_map(&tmx);
-    tma::prefetch_map(&tmc);
+    tma::prefetch_map(&maps.x);
+#pragma unroll
+    for (int i = 0; i < kWgemmMaxGroup; ++i)
+      if (i < p.n) tma::prefetch_map(&maps.c[i]);
   }
   __syncthreads();
   pdl_begin();
   if (tid >= kConsumers) {  // the producer warpgroup: thread 0 of it issues every copy (v6f: all dequantise)
     if constexpr (DQ) {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kDqProducerRegs));
-      dequant_produce(ring, p, &tmx, &tmc, ng, ntok, static_cast<int>(begin), static_cast<int>(end));
+      dequant_produce(ring, p, maps, ng, ntok, static_cast<int>(begin), static_cast<int>(end));
     } else {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-      if (tid == kConsumers) produce<MT>(ring, &tmx, &tmc, ng, ntok, begin, end);
+      if (tid == kConsumers) produce<MT>(ring, p, maps, ng, ntok, begin, end);
     }
     return;
   }
@@ -391,12 +450,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   ConsumerPos pos;
   for (int64_t it = begin; it < end;) {
     const wsplit::Piece pc = wsplit::piece(it, end, ng);
-    const int tok0 = static_cast<int>(pc.tile % ntok) * G::kNT, row0 = static_cast<int>(pc.tile / ntok) * G::kRows;
+    const int tok0 = static_cast<int>(pc.tile % ntok) * G::kNT;
+    const WsLoc at = locate(p, static_cast<int>(pc.tile / ntok), G::kRows);
     float d[128];
     if constexpr (DQ) consume_dq(ring, pc.k0, pc.k1, pos, d);
-    else consume<MT>(ring, p, row0, pc.k0, pc.k1, pos, d);
+    else consume<MT>(ring, rows_of(p, at.m), ng, at.row0, pc.k0, pc.k1, pos, d);
     wsplit::finish_piece(pc, I, P, c, ng, ws, flags, kConsumers, tid, d, consumers_sync,
-                         [&](float(&v)[128]) { store_tile<MT>(p, tok0, row0, v); });
+                         [&](float(&v)[128]) { store_tile<MT>(p, at.m, tok0, at.row0, v); });
     it += pc.k1 - pc.k0;
   }
 }
@@ -417,23 +477,29 @@ int resident_blocks(const CudaDevice& dev) {
 }
 
 template <int MT, bool DQ>
-void run(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy, int blocks,
-         float* partials, unsigned* flags) {
+void run(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, int blocks, float* partials,
+         unsigned* flags) {
   using G = WsGeo<MT, DQ>;
-  const int64_t N = W.rows, K = W.cols;
-  // the codes as [N, K/8] u32 and X as [T, K] bf16; boxes of one group: kRows x 8 words, kNT x 64
-  const CUtensorMap tmc = tma_map_2d(W.codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, static_cast<uint64_t>(N),
-                                     static_cast<uint64_t>(K / 8), static_cast<uint64_t>(K / 2), G::kRows, 8,
-                                     CU_TENSOR_MAP_SWIZZLE_NONE);
-  const CUtensorMap tmx = tma_map_2d(xq, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<uint64_t>(T),
-                                     static_cast<uint64_t>(K), static_cast<uint64_t>(K * 2), G::kNT, 64,
-                                     CU_TENSOR_MAP_SWIZZLE_128B);
-  const WsArgs args{W.scales, W.biases, static_cast<int>(N), static_cast<int>(K), static_cast<int>(T), y, ldy};
-  const int ntok = static_cast<int>((T + G::kNT - 1) / G::kNT), nrow = static_cast<int>((N + G::kRows - 1) / G::kRows);
-  const int P =
-      wsplit::grid(int64_t{ntok} * nrow, static_cast<int>(K / 64), std::min(blocks, resident_blocks<MT, DQ>(dev)));
+  const int64_t K = outs[0].W.cols;
+  // X as [T, K] bf16 and each matrix's codes as [N, K/8] u32; boxes of one group: kNT x 64, kRows x 8 words
+  WsMaps maps{};
+  maps.x = tma_map_2d(xq, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<uint64_t>(T), static_cast<uint64_t>(K),
+                      static_cast<uint64_t>(K * 2), G::kNT, 64, CU_TENSOR_MAP_SWIZZLE_128B);
+  WsArgs args{};
+  args.n = n, args.K = static_cast<int>(K), args.T = static_cast<int>(T);
+  int tiles = 0;  // row tiles of the launch
+  for (int i = 0; i < n; ++i) {
+    const QWeightView& W = outs[i].W;
+    maps.c[i] = tma_map_2d(W.codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, static_cast<uint64_t>(W.rows),
+                           static_cast<uint64_t>(K / 8), static_cast<uint64_t>(K / 2), G::kRows, 8,
+                           CU_TENSOR_MAP_SWIZZLE_NONE);
+    tiles += static_cast<int>((W.rows + G::kRows - 1) / G::kRows);
+    args.m[i] = WsMat{W.scales, W.biases, outs[i].y, outs[i].ldy, static_cast<int>(W.rows), tiles};
+  }
+  const int ntok = static_cast<int>((T + G::kNT - 1) / G::kNT);
+  const int P = wsplit::grid(int64_t{ntok} * tiles, static_cast<int>(K / 64), std::min(blocks, resident_blocks<MT, DQ>(dev)));
   launch(DQ ? "wgemm_ws_kernel<1, dq>" : MT == 1 ? "wgemm_ws_kernel<1>" : "wgemm_ws_kernel<2>", wgemm_ws_kernel<MT, DQ>,
-         dim3(static_cast<unsigned>(P)), dim3(kThreads), G::kSmem, dev.stream(), tmx, tmc, args, ntok, partials, flags);
+         dim3(static_cast<unsigned>(P)), dim3(kThreads), G::kSmem, dev.stream(), maps, args, ntok, partials, flags);
 }
 
 }  // namespace
@@ -451,13 +517,22 @@ bool wgemm_ws_dequant_fits(const QWeightView& W, int64_t T) {
          (reinterpret_cast<uintptr_t>(W.biases) & 3u) == 0 && tiles * (W.cols / 64) < (int64_t{1} << 31);
 }
 
-void wgemm_ws(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
-              WsShape shape, int blocks, float* partials, unsigned* flags) {
-  // v6f computes v6d's products in v6d's order: a matrix it cannot take runs on v6d, bitwise the same
-  if (shape == WsShape::Dequant && !wgemm_ws_dequant_fits(W, T)) shape = WsShape::Wide;
-  if (shape == WsShape::Tall) run<2, false>(dev, W, xq, T, y, ldy, blocks, partials, flags);
-  else if (shape == WsShape::Dequant) run<1, true>(dev, W, xq, T, y, ldy, blocks, partials, flags);
-  else run<1, false>(dev, W, xq, T, y, ldy, blocks, partials, flags);
+void wgemm_ws(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WsShape shape, int blocks,
+              float* partials, unsigned* flags) {
+  MERE_CHECK(n >= 1 && n <= kWgemmMaxGroup, "cuda wgemm", "a launch takes 1 to ", kWgemmMaxGroup, " matrices, got ", n);
+  // v6f computes v6d's products in v6d's order: a group it cannot take runs on v6d, bitwise the same
+  int64_t tiles = 0;
+  for (int i = 0; i < n; ++i) {
+    if (shape == WsShape::Dequant && !wgemm_ws_dequant_fits(outs[i].W, T)) shape = WsShape::Wide;
+    tiles += (outs[i].W.rows + 127) / 128;
+  }
+  const int64_t ntok = (T + 255) / 256;
+  MERE_CHECK(tiles * 2 * ntok * (outs[0].W.cols / 64) < (int64_t{1} << 31), "cuda wgemm",
+             "too many (tile, group) iterations for one launch: ", tiles, " row tiles of 128, ", ntok,
+             " token tiles, ", outs[0].W.cols / 64, " groups");
+  if (shape == WsShape::Tall) run<2, false>(dev, outs, n, xq, T, blocks, partials, flags);
+  else if (shape == WsShape::Dequant) run<1, true>(dev, outs, n, xq, T, blocks, partials, flags);
+  else run<1, false>(dev, outs, n, xq, T, blocks, partials, flags);
 }
 
 }  // namespace mere::cuda

@@ -16,9 +16,18 @@ int wgemm_ws_resident_blocks(const CudaDevice& dev, WsShape shape);
 // Whether v6f takes W at T rows (an even number of groups a row, 4-byte aligned scales and biases);
 // wgemm_ws runs v6d instead otherwise.
 bool wgemm_ws_dequant_fits(const QWeightView& W, int64_t T);
-// y[T, ldy] = xq · dequant(W)^T with at most `blocks` blocks and the stream-K scratch partials
-// ([blocks][256][128] f32) and flags ([blocks], zero between launches). Shapes checked by wgemm().
-void wgemm_ws(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
-              WsShape shape, int blocks, float* partials, unsigned* flags);
+// One matrix of a launch and its output: y [T, ldy] f32 = xq · dequant(W)^T.
+struct WgemmOut {
+  QWeightView W;
+  float* y;
+  int64_t ldy;
+};
+// The most matrices one launch multiplies (they share X, so the same cols, and one stream-K split).
+constexpr int kWgemmMaxGroup = 4;
+// outs[i].y = xq · dequant(outs[i].W)^T for n (1..kWgemmMaxGroup) matrices of the same cols in one
+// launch, with at most `blocks` blocks and the stream-K scratch partials ([blocks][256][128] f32) and
+// flags ([blocks], zero between launches). Shapes checked by wgemm() / wgemm_group().
+void wgemm_ws(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WsShape shape, int blocks,
+              float* partials, unsigned* flags);
 
 }  // namespace mere::cuda

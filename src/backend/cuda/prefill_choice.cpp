@@ -78,6 +78,79 @@ void PrefillGemmChoices::measure(CudaDevice& dev, const std::vector<QWeightView>
   dev.synchronize("prefill GEMM choice");
 }
 
+void PrefillGemmChoices::measure_groups(CudaDevice& dev, const std::vector<std::vector<QWeightView>>& groups,
+                                        BlasGemm* blas, WgemmStreamK& ws, const uint16_t* xq, int64_t T) {
+  MERE_CHECK(ws.ws(), "cuda prefill", "the group choice needs a warp-specialised wgmma form, got ",
+             wgemm_form_name(ws.form()));
+  DeviceGuard guard(dev.ordinal());
+  groups_.clear();
+  any_grouped_ = false;
+  std::vector<const std::vector<QWeightView>*> todo;  // the first group of each distinct shape list
+  int64_t max_rows = 0;
+  for (const std::vector<QWeightView>& g : groups) {
+    const bool fits = g.size() >= 2 && g.size() <= static_cast<size_t>(kWgemmMaxGroup) &&
+                      std::all_of(g.begin(), g.end(), [&](const QWeightView& W) {
+                        return wgemm_supported(dev, W) && W.cols == g[0].cols;
+                      });
+    if (!fits) continue;
+    const bool seen = std::any_of(todo.begin(), todo.end(), [&](const std::vector<QWeightView>* o) {
+      return o->size() == g.size() && std::equal(g.begin(), g.end(), o->begin(), [](const QWeightView& a, const QWeightView& b) {
+               return a.rows == b.rows && a.cols == b.cols;
+             });
+    });
+    if (seen) continue;
+    todo.push_back(&g);
+    for (const QWeightView& W : g) max_rows = std::max(max_rows, W.rows);
+  }
+  if (todo.empty()) return;
+  struct Range {
+    Range() { nvtxRangePushA("mere.prefill_choice"); }
+    ~Range() { nvtxRangePop(); }
+  } range;
+  // each matrix its own output (the group's launch writes them all)
+  std::vector<DeviceBuffer> ys;
+  for (int i = 0; i < kWgemmMaxGroup; ++i) ys.push_back(dev.alloc(static_cast<size_t>(T * max_rows) * 4, "prefill GEMM group choice output"));
+  StreamTimer timer;
+  for (const std::vector<QWeightView>* g : todo) {
+    const int n = static_cast<int>(g->size());
+    WgemmOut outs[kWgemmMaxGroup];
+    for (int i = 0; i < n; ++i) outs[i] = WgemmOut{(*g)[i], ys[i].as<float>(), (*g)[i].rows};
+    auto run_group = [&] { wgemm_group(dev, outs, n, xq, T, ws); };
+    auto run_separate = [&] {
+      if (blas != nullptr) blas->begin_pass();
+      for (int i = 0; i < n; ++i) {
+        if (this->ws(dev, outs[i].W) || blas == nullptr) wgemm(dev, outs[i].W, xq, T, outs[i].y, outs[i].ldy, &ws);
+        else blas->run(outs[i].W, xq, T, outs[i].y, outs[i].ldy);
+      }
+    };
+    run_group();
+    run_separate();
+    std::vector<double> a, b;
+    for (int r = 0; r < kRounds; ++r) {
+      a.push_back(time_us(dev, timer, run_group));
+      b.push_back(time_us(dev, timer, run_separate));
+    }
+    PrefillGroupChoice c;
+    for (const QWeightView& W : *g) c.rows.push_back(W.rows);
+    c.cols = (*g)[0].cols;
+    c.group_us = median(a), c.separate_us = median(b);
+    c.grouped = c.group_us < kMargin * c.separate_us;
+    any_grouped_ = any_grouped_ || c.grouped;
+    groups_.push_back(std::move(c));
+  }
+  dev.synchronize("prefill GEMM group choice");
+}
+
+bool PrefillGemmChoices::grouped(const WgemmOut* outs, int n) const {
+  for (const PrefillGroupChoice& c : groups_) {
+    if (!c.grouped || static_cast<int>(c.rows.size()) != n || c.cols != outs[0].W.cols) continue;
+    bool same = true;
+    for (int i = 0; i < n; ++i) same = same && outs[i].W.rows == c.rows[static_cast<size_t>(i)] && outs[i].W.cols == c.cols;
+    if (same) return true;
+  }
+  return false;
+}
+
 bool PrefillGemmChoices::ws(const CudaDevice& dev, const QWeightView& W) const {
   // a shape is measured on its first supported matrix; another of the same shape may still be one the
   // ws GEMM cannot read (MERE_CUDA_QMATVEC=mma uploads dense matrices tiled, the experts stay MLX)
@@ -94,6 +167,15 @@ std::string PrefillGemmChoices::summary() const {
     std::snprintf(buf, sizeof buf, "%s[%lld,%lld] %s %.1f us (%s %.1f)", s.empty() ? "" : "; ",
                   static_cast<long long>(c.rows), static_cast<long long>(c.cols), c.ws ? "ws" : "blas",
                   c.ws ? c.ws_us : c.blas_us, c.ws ? "blas" : "ws", c.ws ? c.blas_us : c.ws_us);
+    s += buf;
+  }
+  for (const PrefillGroupChoice& c : groups_) {
+    std::string rows;
+    for (const int64_t r : c.rows) rows += (rows.empty() ? "" : "+") + std::to_string(r);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; group [%s,%lld] %s %.1f us (%s %.1f)", rows.c_str(), static_cast<long long>(c.cols),
+                  c.grouped ? "one launch" : "separate", c.grouped ? c.group_us : c.separate_us,
+                  c.grouped ? "separate" : "one launch", c.grouped ? c.separate_us : c.group_us);
     s += buf;
   }
   return s;

@@ -23,6 +23,16 @@ struct PrefillGemmChoice {
   bool ws = false;                // the wgmma GEMM beat the cuBLASLt path by >= 2%
 };
 
+// A group of matrices that share X (one gemm_shared call of the engine: the 27B GDN qkv / z / b / a,
+// attention q / k / v, gate / up) timed as ONE wgemm_group launch against its matrices on their own
+// paths (each shape's choice above, one launch each).
+struct PrefillGroupChoice {
+  std::vector<int64_t> rows;  // the matrices' rows in launch order
+  int64_t cols = 0;
+  double group_us = 0, separate_us = 0;
+  bool grouped = false;  // the one launch beat the separate ones by >= 2%
+};
+
 class PrefillGemmChoices {
  public:
   // Times every distinct shape among `mats` that wgemm supports on both paths at T rows (input
@@ -33,12 +43,24 @@ class PrefillGemmChoices {
   // Whether W is a matrix the wgmma GEMM reads and its shape was measured faster there (false for
   // shapes never measured and for layouts it cannot read, such as tiled weights).
   bool ws(const CudaDevice& dev, const QWeightView& W) const;
+  // After measure(): times each distinct group (2..kWgemmMaxGroup matrices wgemm supports, the same
+  // cols; groups of another size or mixed cols are skipped) both ways at T rows. blas may be null when
+  // no shape took the cuBLASLt path.
+  void measure_groups(CudaDevice& dev, const std::vector<std::vector<QWeightView>>& groups, BlasGemm* blas,
+                      WgemmStreamK& ws, const uint16_t* xq, int64_t T);
+  // Whether these matrices (in this order) were measured faster as one launch.
+  bool grouped(const WgemmOut* outs, int n) const;
+  bool any_grouped() const { return any_grouped_; }
   const std::vector<PrefillGemmChoice>& records() const { return records_; }
-  // "[rows,cols] ws 172.1 us (blas 205.4); ..." ("" before measure)
+  const std::vector<PrefillGroupChoice>& group_records() const { return groups_; }
+  // "[rows,cols] ws 172.1 us (blas 205.4); ...; group [10240+6144+48+48,5120] one launch 150.2 us
+  // (separate 210.3); ..." ("" before measure)
   std::string summary() const;
 
  private:
   std::vector<PrefillGemmChoice> records_;
+  std::vector<PrefillGroupChoice> groups_;
+  bool any_grouped_ = false;
 };
 
 }  // namespace mere::cuda

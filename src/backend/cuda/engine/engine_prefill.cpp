@@ -123,6 +123,20 @@ int wgemm_form() { return env_choice("MERE_CUDA_WGEMM", {"tiles", "streamk", "wi
 // each shape instead: prefill_choice.h.)
 bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >= 2048 && wgemm_supported(dev, W); }
 
+// MERE_CUDA_WS_GROUP: auto (the default) times, at the first prompt, each set of matrices a layer
+// multiplies by one X as ONE ws launch against one launch each (prefill_choice.h) and keeps the
+// faster; off: one launch a matrix (session 20's behaviour).
+bool ws_group_enabled() { return env_choice("MERE_CUDA_WS_GROUP", {"auto", "off"}) == 0; }
+
+// The sets of projections a layer multiplies by one X (one gemm_shared call each below): the
+// candidates for one grouped launch.
+std::vector<std::vector<const DMat*>> shared_sets(const DLayer& L) {
+  return {{&L.attn.q, &L.attn.k, &L.attn.v},
+          {&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a},
+          {&L.mlp.gate, &L.mlp.up},
+          {&L.router, &L.shared_gate, &L.shared.gate, &L.shared.up}};
+}
+
 PrefillMode prefill_mode() {
   // auto (the default since session 18): on sm_90 each dense 4-bit shape through the warp-specialised
   // wgmma GEMM (v6d) or cuBLASLt, whichever was faster at the first prompt (prefill_choice.h);
@@ -236,6 +250,17 @@ void CudaEngine::alloc_prefill() {
     // matrices left to it need
     dev_.fill_bytes(p->xq, 0, static_cast<size_t>(xq) * 2);
     p->choices.measure(dev_, dense, *p->blas, *p->streamk, p->xq, R);
+    if (ws_group_enabled()) {
+      std::vector<std::vector<QWeightView>> groups;  // each set's matrices the ws GEMM reads
+      for (const DLayer& L : layers_)
+        for (const std::vector<const DMat*>& set : shared_sets(L)) {
+          std::vector<QWeightView> g;
+          for (const DMat* W : set)
+            if (W->quantized() && W->count == 1 && wgemm_supported(dev_, W->qview())) g.push_back(W->qview());
+          if (g.size() >= 2) groups.push_back(std::move(g));
+        }
+      p->choices.measure_groups(dev_, groups, p->blas.get(), *p->streamk, p->xq, R);
+    }
     const int64_t left = blas_weights([&](const QWeightView& W) { return p->choices.ws(dev_, W); });
     if (left == 0) p->blas.reset();
     else if (left < max_weights) p->blas = std::make_unique<BlasGemm>(dev_, left, blas_overlap_sms(dev_.sm_count()));
@@ -252,7 +277,29 @@ void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*
                              int64_t T, int64_t prepared_cols) {
   Prefill& p = *pf_;
   int64_t prepared = prepared_cols;  // cols of the X currently in p.xq
+  // the matrices the ws GEMM reads, as one launch where the group was measured faster (auto)
+  WgemmOut group[kWgemmMaxGroup];
+  int ng = 0;
+  if (p.wgmma_auto && p.choices.any_grouped()) {
+    for (const auto& [W, y] : outs)
+      if (ng < kWgemmMaxGroup && W->quantized() && W->count == 1 && wgemm_supported(dev_, W->qview()))
+        group[ng++] = WgemmOut{W->qview(), y, W->rows};
+    if (ng < 2 || !p.choices.grouped(group, ng)) ng = 0;
+  }
+  if (ng > 0) {
+    if (prepared != group[0].W.cols) {
+      qgemm_prepare_x(dev_, x, T, group[0].W.cols, group[0].W.cols, p.xq);
+      prepared = group[0].W.cols;
+    }
+    wgemm_group(dev_, group, ng, p.xq, T, *p.streamk);
+  }
+  auto in_group = [&](const DMat* W) {
+    for (int i = 0; i < ng; ++i)
+      if (group[i].W.codes == W->qview().codes) return true;
+    return false;
+  };
   for (const auto& [W, y] : outs) {
+    if (ng > 0 && in_group(W)) continue;
     if (!W->quantized() || W->count != 1) {
       k::gemv(dev_.stream(), *W, x, T, 1, nullptr, y);
       continue;
