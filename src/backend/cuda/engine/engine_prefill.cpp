@@ -126,7 +126,7 @@ bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >=
 // MERE_CUDA_WS_GROUP: auto (the default) times, at the first prompt, each set of matrices a layer
 // multiplies by one X as ONE ws launch against one launch each (prefill_choice.h) and keeps the
 // faster; off: one launch a matrix (session 20's behaviour).
-bool ws_group_enabled() { return env_choice("MERE_CUDA_WS_GROUP", {"auto", "off"}) == 0; }
+bool ws_group_enabled() { return env_choice("MERE_CUDA_WS_GROUP", {"auto", "off"}) != 1; }
 
 // The sets of projections a layer multiplies by one X (one gemm_shared call each below): the
 // candidates for one grouped launch.
@@ -370,7 +370,9 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
 void CudaEngine::swiglu_gemm(const DMat& down, float* g, const float* u, int64_t T, float* out) {
   // MERE_CUDA_PREFILL_SWIGLU: fused (the default since session 18: engine_check 49/49, 27B prefill
   // +3.3% in an alternating A/B, bench/cuda/s18/h100-a) or separate (the SwiGLU launch, then the prepare)
-  static const bool fused = env_choice("MERE_CUDA_PREFILL_SWIGLU", {"fused", "separate"}) == 0;
+  // (unset is -1: until session 21 this read `== 0`, so the fused form ran only when named — the
+  // intended default was never the default)
+  static const bool fused = env_choice("MERE_CUDA_PREFILL_SWIGLU", {"fused", "separate"}) != 1;
   if (fused && down.quantized() && down.count == 1 && down.cols % 64 == 0) {
     qgemm_prepare_x_swiglu(dev_, g, u, T, down.cols, pf_->xq);
     gemm_shared({{&down, out}}, nullptr, T, down.cols);
