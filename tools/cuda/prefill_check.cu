@@ -853,15 +853,13 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
                             [&](float* fS, float* scr, float* o) {
                               gdn_prefill_c4(dev, fS, fq, fk, fv, fg, fb, c.T, c.Hk, c.Hv, D, D, scr, o);
                             });
-    // c4's math with the products on the tensor cores (3xTF32), 1, 2 and 4 warps a 16 rows, 1 and 2
-    // accumulator sets for the dot products
-    Run tc[3][2];
+    // c4's math with the products on the tensor cores (3xTF32), 1, 2 and 4 warps a 16 rows
+    Run tc[3];
     for (int w = 0; w < 3; ++w)
-      for (int a = 0; a < 2; ++a)
-        tc[w][a] = run_form(4096, static_cast<size_t>(gdn_c4_scratch_floats(c.T, c.Hk)), 4096,
-                            [&](float* fS, float* scr, float* o) {
-                              gdn_prefill_tc(dev, fS, fq, fk, fv, fg, fb, c.T, c.Hk, c.Hv, D, D, scr, o, 1 << w, 1 + a);
-                            });
+      tc[w] = run_form(4096, static_cast<size_t>(gdn_c4_scratch_floats(c.T, c.Hk)), 4096,
+                       [&](float* fS, float* scr, float* o) {
+                         gdn_prefill_tc(dev, fS, fq, fk, fv, fg, fb, c.T, c.Hk, c.Hv, D, D, scr, o, 1 << w);
+                       });
     // the chunked WY/UT form
     const Run chunked = run_form(static_cast<size_t>(64 * c.Hv * D), static_cast<size_t>(gdn_chunked_scratch_floats(c.T, c.Hv)),
                                  4096, [&](float* fS, float* scr, float* o) {
@@ -896,9 +894,7 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
     };
     check("gdn_prefill", rec, 1e-5, 1e-4, 1e-10, false);
     check("gdn_prefill_c4", c4, 1e-5, 1e-4, 1e-10, true);
-    for (int w = 0; w < 3; ++w)
-      for (int a = 0; a < 2; ++a)
-        check("gdn_prefill_tc w" + std::to_string(1 << w) + (a ? " acc2" : ""), tc[w][a], 1e-5, 1e-4, 1e-10, true);
+    for (int w = 0; w < 3; ++w) check("gdn_prefill_tc w" + std::to_string(1 << w), tc[w], 1e-5, 1e-4, 1e-10, true);
     for (int rw = 0; rw < 2; ++rw) check("gdn_prefill_lazy rw" + std::to_string(4 << rw), lazy[rw], 1e-5, 1e-4, 1e-10, false);
     check("gdn_prefill_chunked", chunked, 1e-4, 1e-3, 1e-9, true);
     ++ci;
@@ -1240,12 +1236,9 @@ struct GdnBenchIo {
   std::string shape() const { return "Hk=" + std::to_string(Hk) + " Hv=" + std::to_string(Hv) + " T=" + std::to_string(T); }
 };
 
-enum class GdnBench { Recurrent, Lazy4, Lazy8, C4, Tc1, Tc2, Tc4, Tc1Acc2, Tc4Acc2, Decode };
-// gdn_prefill_tc's warps a 16 rows and accumulator sets of a bench form (0: not tc)
-int tc_warps_of(GdnBench f) {
-  return f == GdnBench::Tc1 || f == GdnBench::Tc1Acc2 ? 1 : f == GdnBench::Tc2 ? 2 : f == GdnBench::Tc4 || f == GdnBench::Tc4Acc2 ? 4 : 0;
-}
-int tc_acc_of(GdnBench f) { return f == GdnBench::Tc1Acc2 || f == GdnBench::Tc4Acc2 ? 2 : 1; }
+enum class GdnBench { Recurrent, Lazy4, Lazy8, C4, Tc1, Tc2, Tc4, Decode };
+// gdn_prefill_tc's warps a 16 rows of a bench form (0: not tc)
+int tc_warps_of(GdnBench f) { return f == GdnBench::Tc1 ? 1 : f == GdnBench::Tc2 ? 2 : f == GdnBench::Tc4 ? 4 : 0; }
 double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench form) {
   const int64_t D = 128;
   GdnBenchIo io(dev, Hk, Hv, T);
@@ -1257,7 +1250,7 @@ double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench fo
     else if (form == GdnBench::Recurrent) gdn_prefill(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o);
     else if (form == GdnBench::C4) gdn_prefill_c4(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, scr.as<float>(), o);
     else if (tc_warps_of(form) != 0)
-      gdn_prefill_tc(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, scr.as<float>(), o, tc_warps_of(form), tc_acc_of(form));
+      gdn_prefill_tc(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, scr.as<float>(), o, tc_warps_of(form));
     else gdn_prefill_lazy(dev, S, q, k, v, g, b, T, Hk, Hv, D, D, o, form == GdnBench::Lazy8 ? 8 : 4);
   });
   // prediction, recurrent: issue-bound SIMT, ~95 warp instructions a token per 4 rows of S, 4 issues/clk/SM
@@ -1278,9 +1271,6 @@ double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench fo
     const double P = tc_warps_of(form);
     const double wps = std::max(1.0, std::min(P * Hv * 8 / (4.0 * dev.sm_count()), 3.0));
     pred = (440.0 / P + 250.0) * wps / std::min(1.0, 0.4 * wps) * (T / 4.0) / 1.98e9 * 1e6;
-    // 2 accumulator sets (session 20, tools/cuda/sass_chain.py at a ~64-cycle HMMA latency): the dot
-    // products' chains half as deep, -(kM / 2) x 64 cycles a block
-    if (tc_acc_of(form) == 2) pred -= (8.0 / P / 2.0) * 64.0 * (T / 4.0) / 1.98e9 * 1e6;
   }
   const char* name = form == GdnBench::Decode      ? "gdn_decode (existing) "
                      : form == GdnBench::Lazy4     ? "gdn_prefill_lazy rw4 "
@@ -1289,8 +1279,6 @@ double bench_gdn(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T, GdnBench fo
                      : form == GdnBench::Tc1       ? "gdn_prefill_tc w1 "
                      : form == GdnBench::Tc2       ? "gdn_prefill_tc w2 "
                      : form == GdnBench::Tc4       ? "gdn_prefill_tc w4 "
-                     : form == GdnBench::Tc1Acc2   ? "gdn_prefill_tc w1 acc2 "
-                     : form == GdnBench::Tc4Acc2   ? "gdn_prefill_tc w4 acc2 "
                                                    : "gdn_prefill ";
   add_bench(std::string(name) + io.shape(), io.bytes(), io.flops(), form == GdnBench::Decode ? 0 : pred, t);
   return t.median_us;
@@ -1620,8 +1608,7 @@ int main(int argc, char** argv) {
       if (bench)
         phase("bench", [&] {
           for (const int64_t Hv : {48, 32})
-            for (const GdnBench f : {GdnBench::Recurrent, GdnBench::C4, GdnBench::Tc1, GdnBench::Tc2, GdnBench::Tc4,
-                                     GdnBench::Tc1Acc2, GdnBench::Tc4Acc2})
+            for (const GdnBench f : {GdnBench::Recurrent, GdnBench::C4, GdnBench::Tc1, GdnBench::Tc2, GdnBench::Tc4})
               bench_gdn(dev, 16, Hv, 512, f);
           bench_gdn_chunked(dev, 16, 48, 512);
         });

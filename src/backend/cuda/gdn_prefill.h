@@ -50,10 +50,9 @@ void gdn_prefill_c4(CudaDevice& dev, float* S, const float* q, const float* k, c
 // halves, the lo x lo product dropped), so each product keeps ~20 of fp32's 24 bits. Equal to
 // gdn_prefill up to that and fp32 reassociation (session 20; MERE_CUDA_GDN_PREFILL=tc). warps: 1, 2
 // or 4; 0 = MERE_CUDA_GDN_TC_WARPS, else 1 where the value heads give more than 2 blocks of 16 rows an
-// SM, 4 elsewhere. acc_sets: the dot products' accumulator sets, 1 or 2 (half-depth mma chains; session
-// 20, not yet run on a GPU); 0 = MERE_CUDA_GDN_TC_ACC, else 1.
+// SM, 4 elsewhere.
 void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                     const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
-                    float* o, int warps = 0, int acc_sets = 0);
+                    float* o, int warps = 0);
 
 }  // namespace mere::cuda

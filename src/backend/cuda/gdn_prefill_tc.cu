@@ -107,9 +107,7 @@ __device__ __forceinline__ void mma4x3(float (&u)[4], const Tf32& fa, const Tf32
 // (kM = 8 / P). Their dot products' partial sums meet in shared memory (xb, double-buffered by block
 // parity: the one barrier a block also orders the reuse), each warp sums them in warp order, so all P
 // warps hold the same A_j, B_j and run the same recurrence; warp 0 writes o.
-// A: the dot products' accumulator sets (1 or 2; MERE_CUDA_GDN_TC_ACC): with 2, each set's chain of
-// dependent mma is half as deep (tools/cuda/sass_chain.py: the loop's time is those chains).
-template <int P, int A>
+template <int P>
 __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restrict__ S, const float* __restrict__ q,
                                                                 const float* __restrict__ k, const float* __restrict__ v,
                                                                 const float* __restrict__ g,
@@ -175,36 +173,24 @@ __global__ void __launch_bounds__(32 * P) gdn_prefill_tc_kernel(float* __restric
     for (int b = 0; b < nb; ++b, parity ^= 1) {
       const BlockCoef kc = load_block(cfs + b * kCoef);
       const float* xb_row = xrow + 4 * b * kD;
-      // step i accumulates into set i % A (A sets: chains of kM / A dependent mma a set)
-      float acc[A][2][3][4];  // [set][tile e][lo hi, hi lo, hi hi][C fragment]
-#pragma unroll
-      for (int i = 0; i < A; ++i) {
-        const float4 x = *reinterpret_cast<const float4*>(xb_row + 16 * i + ((i & 1) ? -xs : xs));
-        mma8x3<true>(acc[i][0], ra[i].x, rb[i].x, ra[i].y, rb[i].y, x.x, x.y);
-        mma8x3<true>(acc[i][1], ra[i].z, rb[i].z, ra[i].w, rb[i].w, x.z, x.w);
+      float acc[2][3][4];  // [tile e][lo hi, hi lo, hi hi][C fragment]
+      {
+        const float4 x = *reinterpret_cast<const float4*>(xb_row + xs);
+        mma8x3<true>(acc[0], ra[0].x, rb[0].x, ra[0].y, rb[0].y, x.x, x.y);
+        mma8x3<true>(acc[1], ra[0].z, rb[0].z, ra[0].w, rb[0].w, x.z, x.w);
       }
 #pragma unroll
-      for (int i = A; i < kM; ++i) {
+      for (int i = 1; i < kM; ++i) {
         const float4 x = *reinterpret_cast<const float4*>(xb_row + 16 * i + ((i & 1) ? -xs : xs));
-        mma8x3<false>(acc[i % A][0], ra[i].x, rb[i].x, ra[i].y, rb[i].y, x.x, x.y);
-        mma8x3<false>(acc[i % A][1], ra[i].z, rb[i].z, ra[i].w, rb[i].w, x.z, x.w);
-      }
-      if constexpr (A > 1) {  // the sets into set 0, in set order
-#pragma unroll
-        for (int a = 1; a < A; ++a)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-#pragma unroll
-            for (int kind = 0; kind < 3; ++kind)
-#pragma unroll
-              for (int i = 0; i < 4; ++i) acc[0][e][kind][i] = __fadd_rn(acc[0][e][kind][i], acc[a][e][kind][i]);
+        mma8x3<false>(acc[0], ra[i].x, rb[i].x, ra[i].y, rb[i].y, x.x, x.y);
+        mma8x3<false>(acc[1], ra[i].z, rb[i].z, ra[i].w, rb[i].w, x.z, x.w);
       }
       float dsum[4];  // rows g, g (columns 2t, 2t + 1), g + 8, g + 8
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        dsum[i] = __fadd_rn(__fadd_rn(acc[0][0][2][i], acc[0][1][2][i]),
-                            __fadd_rn(__fadd_rn(acc[0][0][0][i], acc[0][1][0][i]),
-                                      __fadd_rn(acc[0][0][1][i], acc[0][1][1][i])));
+        dsum[i] = __fadd_rn(__fadd_rn(acc[0][2][i], acc[1][2][i]),
+                            __fadd_rn(__fadd_rn(acc[0][0][i], acc[1][0][i]),
+                                      __fadd_rn(acc[0][1][i], acc[1][1][i])));
       if constexpr (P > 1) {  // the P warps' partial sums, added in warp order
         float4* xp = xb + parity * (P * 32);
         xp[warp * 32 + lane] = make_float4(dsum[0], dsum[1], dsum[2], dsum[3]);
@@ -299,20 +285,14 @@ int tc_warps() {
   return p;
 }
 
-// MERE_CUDA_GDN_TC_ACC: the dot products' accumulator sets A (1 or 2; unset: 1)
-int tc_acc_sets() {
-  static const int a = 1 + std::max(0, env_choice("MERE_CUDA_GDN_TC_ACC", {"1", "2"}));
-  return a;
-}
-
-template <int P, int A>
+template <int P>
 void launch_tc(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                const float* beta, int64_t T, int64_t Hk, int64_t Hv, const float* gram, float* o) {
   const int smem = static_cast<int>(2 * sizeof(Stage) + kChunk * kRowsPerBlock * sizeof(float) +
                                     kBlocks * kCoef * sizeof(float) + 2 * P * 32 * sizeof(float4));
-  MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_tc_kernel<P, A>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  MERE_CUDA_CHECK(cudaFuncSetAttribute(gdn_prefill_tc_kernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int blocks = static_cast<int>(Hv * (kD / kRowsPerBlock));
-  launch("gdn_prefill_tc_kernel", gdn_prefill_tc_kernel<P, A>, blocks, 32 * P, smem, dev.stream(), S, q, k, v, g, beta,
+  launch("gdn_prefill_tc_kernel", gdn_prefill_tc_kernel<P>, blocks, 32 * P, smem, dev.stream(), S, q, k, v, g, beta,
          gram, static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
 }
 
@@ -320,9 +300,8 @@ void launch_tc(CudaDevice& dev, float* S, const float* q, const float* k, const 
 
 void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                     const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* scratch,
-                    float* o, int warps, int acc_sets) {
+                    float* o, int warps) {
   MERE_CHECK(warps == 0 || warps == 1 || warps == 2 || warps == 4, "cuda gdn_prefill_tc", "warps must be 0, 1, 2 or 4, got ", warps);
-  MERE_CHECK(acc_sets >= 0 && acc_sets <= 2, "cuda gdn_prefill_tc", "acc_sets must be 0, 1 or 2, got ", acc_sets);
   gdn_c4_prepare(dev, "cuda gdn_prefill_tc", q, k, T, Hk, Hv, Dk, Dv, scratch);
   DeviceGuard guard(dev.ordinal());
   const float* gram = scratch;
@@ -330,14 +309,10 @@ void gdn_prefill_tc(CudaDevice& dev, float* S, const float* q, const float* k, c
   // H100: w1 132.8 µs, w2 138.9, w4 199.8 in two waves); at most 2, four (35B-A3B: w4 105.7, w1 127.7; s20c)
   if (warps == 0) warps = tc_warps();
   if (warps == 0) warps = Hv * (kD / kRowsPerBlock) > 2 * dev.sm_count() ? 1 : 4;
-  if (acc_sets == 0) acc_sets = tc_acc_sets();
-  switch (warps * 10 + acc_sets) {
-    case 11: launch_tc<1, 1>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
-    case 12: launch_tc<1, 2>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
-    case 21: launch_tc<2, 1>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
-    case 22: launch_tc<2, 2>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
-    case 41: launch_tc<4, 1>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
-    default: launch_tc<4, 2>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
+  switch (warps) {
+    case 1: launch_tc<1>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
+    case 2: launch_tc<2>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
+    default: launch_tc<4>(dev, S, q, k, v, g, beta, T, Hk, Hv, gram, o); break;
   }
 }
 
