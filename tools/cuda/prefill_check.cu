@@ -491,6 +491,7 @@ void check_wgemm_group(CudaDevice& dev, BlasGemm& blas, WgemmStreamK& sk, const 
   DeviceBuffer dx = to_device(dev, x, "x");
   DeviceBuffer dxq = dev.alloc(static_cast<size_t>(TM * cols) * 2, "xq");
   DeviceBuffer db = dev.alloc(static_cast<size_t>(TM * *std::max_element(rows.begin(), rows.end())) * 4, "y blas");
+  for (const WsGrid grid : {WsGrid::StreamK, WsGrid::WholeTiles})
   for (int64_t T : Ts) {
     const std::vector<int64_t> ts = checked_rows(T, all_rows);
     WgemmOut outs[kWgemmMaxGroup];
@@ -499,15 +500,16 @@ void check_wgemm_group(CudaDevice& dev, BlasGemm& blas, WgemmStreamK& sk, const 
       outs[i] = WgemmOut{dq[static_cast<size_t>(i)].view, dy[static_cast<size_t>(i)].as<float>(), rows[static_cast<size_t>(i)]};
     }
     qgemm_prepare_x(dev, dx.as<float>(), T, cols, cols, dxq.as<uint16_t>());
-    wgemm_group(dev, outs, n, dxq.as<uint16_t>(), T, sk);
+    wgemm_group(dev, outs, n, dxq.as<uint16_t>(), T, sk, grid);
     std::vector<std::vector<float>> got(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i)
       got[static_cast<size_t>(i)] = from_device<float>(dev, dy[static_cast<size_t>(i)], static_cast<size_t>((T + 1) * rows[static_cast<size_t>(i)]));
-    wgemm_group(dev, outs, n, dxq.as<uint16_t>(), T, sk);
+    wgemm_group(dev, outs, n, dxq.as<uint16_t>(), T, sk, grid);
     for (int i = 0; i < n; ++i) {
       const size_t u = static_cast<size_t>(i);
       const int64_t r = rows[u];
-      const std::string name = tag + " T=" + std::to_string(T) + " matrix " + std::to_string(i) + (all_rows ? "" : " (5 rows)");
+      const std::string name = tag + (grid == WsGrid::WholeTiles ? " whole tiles" : "") + " T=" + std::to_string(T) +
+                               " matrix " + std::to_string(i) + (all_rows ? "" : " (5 rows)");
       check_gemm_rows(name, got[u], ref_linear_rows(hq[u].view(), x, ts), ts, r, T);
       blas.run(dq[u].view, dxq.as<uint16_t>(), T, db.as<float>(), r);
       const auto yb = from_device<float>(dev, db, static_cast<size_t>(T * r));
@@ -541,6 +543,7 @@ void check_wgemm(CudaDevice& dev, bool quick) {
   }
   for (WgemmStreamK* sk : {&ws, &wst, &wsd}) {  // several matrices a launch (the engine's grouped projections)
     uint64_t seed = 7700;
+    check_wgemm_group(dev, blas, *sk, {257}, 1088, {513, 10}, ++seed);  // one matrix (wgemm's own path), both grids
     check_wgemm_group(dev, blas, *sk, {257, 1, 7, 130}, 1088, {513, 10}, ++seed);  // 4 matrices, a tail in each
     check_wgemm_group(dev, blas, *sk, {300, 48}, 192, {129}, ++seed);
     check_wgemm_group(dev, blas, *sk, {257, 64}, 1152, {300}, ++seed);  // an even group count (wsd's own path)
@@ -1380,7 +1383,7 @@ double bench_wgemm(CudaDevice& dev, const char* what, int64_t rows, int64_t cols
 
 // wgemm_group on a set of matrices sharing X (rotating copies of each): median µs of the one launch.
 double bench_wgemm_group(CudaDevice& dev, const char* what, const std::vector<int64_t>& rows, int64_t cols, int64_t T,
-                         WgemmStreamK& sk) {
+                         WgemmStreamK& sk, WsGrid grid = WsGrid::StreamK) {
   const int n = static_cast<int>(rows.size());
   std::vector<QBank> banks;
   std::vector<DeviceBuffer> ys;
@@ -1403,11 +1406,11 @@ double bench_wgemm_group(CudaDevice& dev, const char* what, const std::vector<in
       const QBank& b = banks[static_cast<size_t>(m)];
       outs[m] = WgemmOut{b.views[static_cast<size_t>(i) % b.views.size()], ys[static_cast<size_t>(m)].as<float>(), rows[static_cast<size_t>(m)]};
     }
-    wgemm_group(dev, outs, n, xq.as<uint16_t>(), T, sk);
+    wgemm_group(dev, outs, n, xq.as<uint16_t>(), T, sk, grid);
   });
   char name[192];
-  std::snprintf(name, sizeof(name), "wgemm_group %s q4 %s [%sx%lld] T=%lld", wgemm_form_name(sk.form()), what, shape.c_str(),
-                (long long)cols, (long long)T);
+  std::snprintf(name, sizeof(name), "wgemm_group %s%s q4 %s [%sx%lld] T=%lld", wgemm_form_name(sk.form()),
+                grid == WsGrid::WholeTiles ? " whole" : "", what, shape.c_str(), (long long)cols, (long long)T);
   add_bench(name, wbytes + T * cols * 2.0, flops, flops / (700.0 * 1e6), t);
   return t.median_us;
 }
@@ -1656,10 +1659,12 @@ int main(int argc, char** argv) {
                                  Set{"27B gate+up", {17408, 17408}, 5120}, Set{"35B GDN qkv+z+b+a", {8192, 4096, 32, 32}, 2048},
                                  Set{"35B attention q+k+v", {8192, 512, 512}, 2048}, Set{"35B shared gate+up", {512, 512}, 2048}}) {
             const double g = bench_wgemm_group(dev, set.what, set.rows, set.cols, 512, ws);
+            const double gw = bench_wgemm_group(dev, set.what, set.rows, set.cols, 512, ws, WsGrid::WholeTiles);
             double sep = 0;
             for (const int64_t r : set.rows)
               sep += std::min(bench_wgemm(dev, set.what, r, set.cols, 512, &ws), bench_blas(dev, blas, set.what, r, set.cols, 4, 512));
-            std::printf("%s: one launch %.1f us vs one each (the faster path a matrix) %.1f us\n", set.what, g, sep);
+            std::printf("%s: one launch %.1f us (whole tiles %.1f) vs one each (the faster path a matrix) %.1f us\n", set.what, g,
+                        gw, sep);
           }
           bench_moe(dev, 256, 512, 2048, 512, 8);  // moe_stream vs wgemm_moe at the 35B-A3B shapes
         });

@@ -467,7 +467,8 @@ void check_operands(const CudaDevice& dev, const QWeightView& W, const uint16_t*
 }
 }  // namespace
 
-void wgemm_group(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WgemmStreamK& sk) {
+void wgemm_group(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WgemmStreamK& sk,
+                 WsGrid grid) {
   MERE_CHECK(sk.ws(), "cuda wgemm", "a group of matrices runs on a warp-specialised form (ws, wst, wsd), not ",
              wgemm_form_name(sk.form()));
   MERE_CHECK(n >= 1 && n <= kWgemmMaxGroup, "cuda wgemm", "a group holds 1 to ", kWgemmMaxGroup, " matrices, got ", n);
@@ -480,11 +481,11 @@ void wgemm_group(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* x
   }
   MERE_CHECK(tiles <= 65535, "cuda wgemm", "a group of ", tiles, " row tiles is out of range");
   DeviceGuard guard(dev.ordinal());
-  wgemm_ws(dev, outs, n, xq, T, ws_shape(sk.form()), sk.blocks(), sk.partials(), sk.flags());
+  wgemm_ws(dev, outs, n, xq, T, ws_shape(sk.form()), grid, sk.blocks(), sk.partials(), sk.flags());
 }
 
 void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
-           WgemmStreamK* sk) {
+           WgemmStreamK* sk, WsGrid grid) {
   check_operands(dev, W, xq, T, ldy);
   DeviceGuard guard(dev.ordinal());
   const WgArgs args{W.codes, W.scales, W.biases, static_cast<int>(W.rows), static_cast<int>(W.cols), xq,
@@ -492,7 +493,7 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
   const int nrow = static_cast<int>((W.rows + kRows - 1) / kRows);
   if (sk != nullptr && sk->ws()) {  // codes alignment and 64 | cols: wgemm_supported
     const WgemmOut one{W, y, ldy};
-    wgemm_ws(dev, &one, 1, xq, T, ws_shape(sk->form()), sk->blocks(), sk->partials(), sk->flags());
+    wgemm_ws(dev, &one, 1, xq, T, ws_shape(sk->form()), grid, sk->blocks(), sk->partials(), sk->flags());
     return;
   }
   if (sk != nullptr) {

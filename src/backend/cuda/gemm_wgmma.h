@@ -67,7 +67,7 @@ class WgemmStreamK {
 // T), else stream-K through sk (one launch at a time per sk). Throws mere::Error when
 // !wgemm_supported or a shape is out of range.
 void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T, float* y, int64_t ldy,
-           WgemmStreamK* sk = nullptr);
+           WgemmStreamK* sk = nullptr, WsGrid grid = WsGrid::StreamK);
 
 // A group: outs[i].y = xq · dequant(outs[i].W)^T for n (1..kWgemmMaxGroup) matrices of the same cols
 // in ONE launch of a warp-specialised form (sk.ws()): their 128-row tiles one stream-K iteration space,
@@ -75,7 +75,9 @@ void wgemm(CudaDevice& dev, const QWeightView& W, const uint16_t* xq, int64_t T,
 // large one leaves idle instead of paying a launch and a thin grid each. Each matrix as wgemm's
 // contract (the same bf16 operands; the split, hence the fp32 summation order, is the launch's).
 // Throws mere::Error when a matrix is not wgemm_supported, the cols differ or a shape is out of range.
-void wgemm_group(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WgemmStreamK& sk);
+// grid: how the tiles meet the blocks (a ws form's; the v6a-v6c forms are always stream-K or tiles).
+void wgemm_group(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WgemmStreamK& sk,
+                 WsGrid grid = WsGrid::StreamK);
 
 // The routed MoE experts on wgmma (prompt passes; docs/cuda-kernels.md "MoE prefill v3"): the same
 // contract as moe_stream / moe_stream_gate_up (gemm_moe.h) — W: E experts of Ne rows stacked, xq:

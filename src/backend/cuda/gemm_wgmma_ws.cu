@@ -85,6 +85,7 @@ struct WsMat {
 struct WsArgs {
   WsMat m[kWgemmMaxGroup];
   int n, K, T;
+  int whole;  // > 0: block c multiplies whole tiles [c whole, (c + 1) whole), no stream-K split
 };
 // The tensor maps of a launch: X ([T, K] bf16) and each matrix's codes ([N, K/8] u32).
 struct WsMaps {
@@ -420,7 +421,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int ng = p.K >> 6, P = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
   // the launch's row tiles: G::kRows-row tiles of each matrix in turn (tile_end counts them)
   const int64_t I = static_cast<int64_t>(pick(p, p.n - 1, [](const WsMat& x) { return x.tile_end; })) * ntok * ng;
-  const int64_t begin = wsplit::first(I, P, c), end = wsplit::first(I, P, c + 1);
+  // stream-K ranges, or `whole` whole tiles a block (every piece then starts at group 0 and ends at ng:
+  // no helpers, no partial sums)
+  const int64_t tiles = I / ng;
+  const int64_t begin = p.whole > 0 ? min(int64_t{c} * p.whole, tiles) * ng : wsplit::first(I, P, c);
+  const int64_t end = p.whole > 0 ? min(int64_t{c + 1} * p.whole, tiles) * ng : wsplit::first(I, P, c + 1);
   if (tid == kConsumers) {
     for (int s = 0; s < G::kStages; ++s) {
       tma::mbar_init(ring.full(s), 1);   // the producer's arrival (+ the bytes of its two loads)
@@ -477,8 +482,8 @@ int resident_blocks(const CudaDevice& dev) {
 }
 
 template <int MT, bool DQ>
-void run(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, int blocks, float* partials,
-         unsigned* flags) {
+void run(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WsGrid grid, int blocks,
+         float* partials, unsigned* flags) {
   using G = WsGeo<MT, DQ>;
   const int64_t K = outs[0].W.cols;
   // X as [T, K] bf16 and each matrix's codes as [N, K/8] u32; boxes of one group: kNT x 64, kRows x 8 words
@@ -497,7 +502,13 @@ void run(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64
     args.m[i] = WsMat{W.scales, W.biases, outs[i].y, outs[i].ldy, static_cast<int>(W.rows), tiles};
   }
   const int ntok = static_cast<int>((T + G::kNT - 1) / G::kNT);
-  const int P = wsplit::grid(int64_t{ntok} * tiles, static_cast<int>(K / 64), std::min(blocks, resident_blocks<MT, DQ>(dev)));
+  const int resident = std::min(blocks, resident_blocks<MT, DQ>(dev));
+  const int64_t all = int64_t{ntok} * tiles;  // (row, token) tiles
+  int P = wsplit::grid(all, static_cast<int>(K / 64), resident);
+  if (grid == WsGrid::WholeTiles) {  // the fewest whole tiles a block that fit the resident blocks
+    args.whole = static_cast<int>((all + resident - 1) / resident);
+    P = static_cast<int>((all + args.whole - 1) / args.whole);
+  }
   launch(DQ ? "wgemm_ws_kernel<1, dq>" : MT == 1 ? "wgemm_ws_kernel<1>" : "wgemm_ws_kernel<2>", wgemm_ws_kernel<MT, DQ>,
          dim3(static_cast<unsigned>(P)), dim3(kThreads), G::kSmem, dev.stream(), maps, args, ntok, partials, flags);
 }
@@ -517,8 +528,8 @@ bool wgemm_ws_dequant_fits(const QWeightView& W, int64_t T) {
          (reinterpret_cast<uintptr_t>(W.biases) & 3u) == 0 && tiles * (W.cols / 64) < (int64_t{1} << 31);
 }
 
-void wgemm_ws(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WsShape shape, int blocks,
-              float* partials, unsigned* flags) {
+void wgemm_ws(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, int64_t T, WsShape shape, WsGrid grid,
+              int blocks, float* partials, unsigned* flags) {
   MERE_CHECK(n >= 1 && n <= kWgemmMaxGroup, "cuda wgemm", "a launch takes 1 to ", kWgemmMaxGroup, " matrices, got ", n);
   // v6f computes v6d's products in v6d's order: a group it cannot take runs on v6d, bitwise the same
   int64_t tiles = 0;
@@ -530,9 +541,9 @@ void wgemm_ws(CudaDevice& dev, const WgemmOut* outs, int n, const uint16_t* xq, 
   MERE_CHECK(tiles * 2 * ntok * (outs[0].W.cols / 64) < (int64_t{1} << 31), "cuda wgemm",
              "too many (tile, group) iterations for one launch: ", tiles, " row tiles of 128, ", ntok,
              " token tiles, ", outs[0].W.cols / 64, " groups");
-  if (shape == WsShape::Tall) run<2, false>(dev, outs, n, xq, T, blocks, partials, flags);
-  else if (shape == WsShape::Dequant) run<1, true>(dev, outs, n, xq, T, blocks, partials, flags);
-  else run<1, false>(dev, outs, n, xq, T, blocks, partials, flags);
+  if (shape == WsShape::Tall) run<2, false>(dev, outs, n, xq, T, grid, blocks, partials, flags);
+  else if (shape == WsShape::Dequant) run<1, true>(dev, outs, n, xq, T, grid, blocks, partials, flags);
+  else run<1, false>(dev, outs, n, xq, T, grid, blocks, partials, flags);
 }
 
 }  // namespace mere::cuda

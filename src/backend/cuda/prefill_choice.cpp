@@ -60,18 +60,24 @@ void PrefillGemmChoices::measure(CudaDevice& dev, const std::vector<QWeightView>
   StreamTimer timer;
   for (const QWeightView* W : shapes) {
     auto run_ws = [&] { wgemm(dev, *W, xq, T, y.as<float>(), W->rows, &ws); };
+    auto run_whole = [&] { wgemm(dev, *W, xq, T, y.as<float>(), W->rows, &ws, WsGrid::WholeTiles); };
     auto run_blas = [&] {
       blas.begin_pass();
       blas.run(*W, xq, T, y.as<float>(), W->rows);
     };
     run_ws();  // first use: kernel attributes, tensor-map entry point, cuBLASLt heuristics
+    run_whole();
     run_blas();
-    std::vector<double> a, b;
+    std::vector<double> a, w, b;
     for (int r = 0; r < kRounds; ++r) {
       a.push_back(time_us(dev, timer, run_ws));
+      w.push_back(time_us(dev, timer, run_whole));
       b.push_back(time_us(dev, timer, run_blas));
     }
-    PrefillGemmChoice c{W->rows, W->cols, median(a), median(b), false};
+    PrefillGemmChoice c;
+    c.rows = W->rows, c.cols = W->cols, c.streamk_us = median(a), c.whole_us = median(w), c.blas_us = median(b);
+    c.grid = c.whole_us < kMargin * c.streamk_us ? WsGrid::WholeTiles : WsGrid::StreamK;
+    c.ws_us = c.grid == WsGrid::WholeTiles ? c.whole_us : c.streamk_us;
     c.ws = c.ws_us < kMargin * c.blas_us;
     records_.push_back(c);
   }
@@ -116,24 +122,30 @@ void PrefillGemmChoices::measure_groups(CudaDevice& dev, const std::vector<std::
     WgemmOut outs[kWgemmMaxGroup];
     for (int i = 0; i < n; ++i) outs[i] = WgemmOut{(*g)[i], ys[i].as<float>(), (*g)[i].rows};
     auto run_group = [&] { wgemm_group(dev, outs, n, xq, T, ws); };
+    auto run_whole = [&] { wgemm_group(dev, outs, n, xq, T, ws, WsGrid::WholeTiles); };
     auto run_separate = [&] {
       if (blas != nullptr) blas->begin_pass();
       for (int i = 0; i < n; ++i) {
-        if (this->ws(dev, outs[i].W) || blas == nullptr) wgemm(dev, outs[i].W, xq, T, outs[i].y, outs[i].ldy, &ws);
+        if (this->ws(dev, outs[i].W) || blas == nullptr)
+          wgemm(dev, outs[i].W, xq, T, outs[i].y, outs[i].ldy, &ws, grid(outs[i].W));
         else blas->run(outs[i].W, xq, T, outs[i].y, outs[i].ldy);
       }
     };
     run_group();
+    run_whole();
     run_separate();
-    std::vector<double> a, b;
+    std::vector<double> a, w, b;
     for (int r = 0; r < kRounds; ++r) {
       a.push_back(time_us(dev, timer, run_group));
+      w.push_back(time_us(dev, timer, run_whole));
       b.push_back(time_us(dev, timer, run_separate));
     }
     PrefillGroupChoice c;
     for (const QWeightView& W : *g) c.rows.push_back(W.rows);
     c.cols = (*g)[0].cols;
-    c.group_us = median(a), c.separate_us = median(b);
+    c.streamk_us = median(a), c.whole_us = median(w), c.separate_us = median(b);
+    c.grid = c.whole_us < kMargin * c.streamk_us ? WsGrid::WholeTiles : WsGrid::StreamK;
+    c.group_us = c.grid == WsGrid::WholeTiles ? c.whole_us : c.streamk_us;
     c.grouped = c.group_us < kMargin * c.separate_us;
     any_grouped_ = any_grouped_ || c.grouped;
     groups_.push_back(std::move(c));
@@ -141,14 +153,23 @@ void PrefillGemmChoices::measure_groups(CudaDevice& dev, const std::vector<std::
   dev.synchronize("prefill GEMM group choice");
 }
 
-bool PrefillGemmChoices::grouped(const WgemmOut* outs, int n) const {
+bool PrefillGemmChoices::grouped(const WgemmOut* outs, int n, WsGrid* grid) const {
   for (const PrefillGroupChoice& c : groups_) {
     if (!c.grouped || static_cast<int>(c.rows.size()) != n || c.cols != outs[0].W.cols) continue;
     bool same = true;
     for (int i = 0; i < n; ++i) same = same && outs[i].W.rows == c.rows[static_cast<size_t>(i)] && outs[i].W.cols == c.cols;
-    if (same) return true;
+    if (same) {
+      *grid = c.grid;
+      return true;
+    }
   }
   return false;
+}
+
+WsGrid PrefillGemmChoices::grid(const QWeightView& W) const {
+  for (const PrefillGemmChoice& c : records_)
+    if (c.rows == W.rows && c.cols == W.cols) return c.grid;
+  return WsGrid::StreamK;
 }
 
 bool PrefillGemmChoices::ws(const CudaDevice& dev, const QWeightView& W) const {
@@ -165,7 +186,8 @@ std::string PrefillGemmChoices::summary() const {
   for (const PrefillGemmChoice& c : records_) {
     char buf[128];
     std::snprintf(buf, sizeof buf, "%s[%lld,%lld] %s %.1f us (%s %.1f)", s.empty() ? "" : "; ",
-                  static_cast<long long>(c.rows), static_cast<long long>(c.cols), c.ws ? "ws" : "blas",
+                  static_cast<long long>(c.rows), static_cast<long long>(c.cols),
+                  !c.ws ? "blas" : c.grid == WsGrid::WholeTiles ? "ws whole tiles" : "ws",
                   c.ws ? c.ws_us : c.blas_us, c.ws ? "blas" : "ws", c.ws ? c.blas_us : c.ws_us);
     s += buf;
   }
@@ -174,8 +196,9 @@ std::string PrefillGemmChoices::summary() const {
     for (const int64_t r : c.rows) rows += (rows.empty() ? "" : "+") + std::to_string(r);
     char buf[160];
     std::snprintf(buf, sizeof buf, "; group [%s,%lld] %s %.1f us (%s %.1f)", rows.c_str(), static_cast<long long>(c.cols),
-                  c.grouped ? "one launch" : "separate", c.grouped ? c.group_us : c.separate_us,
-                  c.grouped ? "separate" : "one launch", c.grouped ? c.separate_us : c.group_us);
+                  !c.grouped ? "separate" : c.grid == WsGrid::WholeTiles ? "one launch, whole tiles" : "one launch",
+                  c.grouped ? c.group_us : c.separate_us, c.grouped ? "separate" : "one launch",
+                  c.grouped ? c.separate_us : c.group_us);
     s += buf;
   }
   return s;

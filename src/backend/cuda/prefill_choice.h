@@ -19,8 +19,10 @@ namespace mere::cuda {
 
 struct PrefillGemmChoice {
   int64_t rows = 0, cols = 0;
-  double ws_us = 0, blas_us = 0;  // µs a call at the measured T (median of rounds)
+  double ws_us = 0, blas_us = 0;  // µs a call at the measured T (median of rounds); ws_us: the faster grid
+  double streamk_us = 0, whole_us = 0;  // the ws GEMM on each grid (WsGrid)
   bool ws = false;                // the wgmma GEMM beat the cuBLASLt path by >= 2%
+  WsGrid grid = WsGrid::StreamK;  // whole tiles where they beat stream-K by >= 2%
 };
 
 // A group of matrices that share X (one gemm_shared call of the engine: the 27B GDN qkv / z / b / a,
@@ -29,8 +31,10 @@ struct PrefillGemmChoice {
 struct PrefillGroupChoice {
   std::vector<int64_t> rows;  // the matrices' rows in launch order
   int64_t cols = 0;
-  double group_us = 0, separate_us = 0;
+  double group_us = 0, separate_us = 0;  // group_us: the faster grid
+  double streamk_us = 0, whole_us = 0;
   bool grouped = false;  // the one launch beat the separate ones by >= 2%
+  WsGrid grid = WsGrid::StreamK;
 };
 
 class PrefillGemmChoices {
@@ -43,13 +47,15 @@ class PrefillGemmChoices {
   // Whether W is a matrix the wgmma GEMM reads and its shape was measured faster there (false for
   // shapes never measured and for layouts it cannot read, such as tiled weights).
   bool ws(const CudaDevice& dev, const QWeightView& W) const;
+  // The grid the ws GEMM runs W's shape on (StreamK for shapes never measured).
+  WsGrid grid(const QWeightView& W) const;
   // After measure(): times each distinct group (2..kWgemmMaxGroup matrices wgemm supports, the same
   // cols; groups of another size or mixed cols are skipped) both ways at T rows. blas may be null when
   // no shape took the cuBLASLt path.
   void measure_groups(CudaDevice& dev, const std::vector<std::vector<QWeightView>>& groups, BlasGemm* blas,
                       WgemmStreamK& ws, const uint16_t* xq, int64_t T);
-  // Whether these matrices (in this order) were measured faster as one launch.
-  bool grouped(const WgemmOut* outs, int n) const;
+  // Whether these matrices (in this order) were measured faster as one launch, and on which grid.
+  bool grouped(const WgemmOut* outs, int n, WsGrid* grid) const;
   bool any_grouped() const { return any_grouped_; }
   const std::vector<PrefillGemmChoice>& records() const { return records_; }
   const std::vector<PrefillGroupChoice>& group_records() const { return groups_; }

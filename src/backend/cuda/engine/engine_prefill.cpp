@@ -280,18 +280,19 @@ void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*
   // the matrices the ws GEMM reads, as one launch where the group was measured faster (auto)
   WgemmOut group[kWgemmMaxGroup];
   int ng = 0;
+  WsGrid grid = WsGrid::StreamK;
   if (p.wgmma_auto && p.choices.any_grouped()) {
     for (const auto& [W, y] : outs)
       if (ng < kWgemmMaxGroup && W->quantized() && W->count == 1 && wgemm_supported(dev_, W->qview()))
         group[ng++] = WgemmOut{W->qview(), y, W->rows};
-    if (ng < 2 || !p.choices.grouped(group, ng)) ng = 0;
+    if (ng < 2 || !p.choices.grouped(group, ng, &grid)) ng = 0;
   }
   if (ng > 0) {
     if (prepared != group[0].W.cols) {
       qgemm_prepare_x(dev_, x, T, group[0].W.cols, group[0].W.cols, p.xq);
       prepared = group[0].W.cols;
     }
-    wgemm_group(dev_, group, ng, p.xq, T, *p.streamk);
+    wgemm_group(dev_, group, ng, p.xq, T, *p.streamk, grid);
   }
   auto in_group = [&](const DMat* W) {
     for (int i = 0; i < ng; ++i)
@@ -310,7 +311,7 @@ void CudaEngine::gemm_shared(std::initializer_list<std::pair<const DMat*, float*
     }
     const QWeightView v = W->qview();
     if (p.wgmma && (p.wgmma_auto ? p.choices.ws(dev_, v) : wgemm_takes(dev_, v))) {
-      wgemm(dev_, v, p.xq, T, y, W->rows, p.streamk.get());
+      wgemm(dev_, v, p.xq, T, y, W->rows, p.streamk.get(), p.wgmma_auto ? p.choices.grid(v) : WsGrid::StreamK);
       continue;
     }
     if (p.blas) {
