@@ -66,17 +66,18 @@ void PrefillGemmChoices::measure(CudaDevice& dev, const std::vector<QWeightView>
       blas.run(*W, xq, T, y.as<float>(), W->rows);
     };
     run_ws();  // first use: kernel attributes, tensor-map entry point, cuBLASLt heuristics
-    run_whole();
+    if (whole_ok_) run_whole();
     run_blas();
     std::vector<double> a, w, b;
     for (int r = 0; r < kRounds; ++r) {
       a.push_back(time_us(dev, timer, run_ws));
-      w.push_back(time_us(dev, timer, run_whole));
+      if (whole_ok_) w.push_back(time_us(dev, timer, run_whole));
       b.push_back(time_us(dev, timer, run_blas));
     }
     PrefillGemmChoice c;
-    c.rows = W->rows, c.cols = W->cols, c.streamk_us = median(a), c.whole_us = median(w), c.blas_us = median(b);
-    c.grid = c.whole_us < kMargin * c.streamk_us ? WsGrid::WholeTiles : WsGrid::StreamK;
+    c.rows = W->rows, c.cols = W->cols, c.streamk_us = median(a), c.blas_us = median(b);
+    c.whole_us = whole_ok_ ? median(w) : 0;
+    c.grid = whole_ok_ && c.whole_us < kMargin * c.streamk_us ? WsGrid::WholeTiles : WsGrid::StreamK;
     c.ws_us = c.grid == WsGrid::WholeTiles ? c.whole_us : c.streamk_us;
     c.ws = c.ws_us < kMargin * c.blas_us;
     records_.push_back(c);
@@ -132,19 +133,20 @@ void PrefillGemmChoices::measure_groups(CudaDevice& dev, const std::vector<std::
       }
     };
     run_group();
-    run_whole();
+    if (whole_ok_) run_whole();
     run_separate();
     std::vector<double> a, w, b;
     for (int r = 0; r < kRounds; ++r) {
       a.push_back(time_us(dev, timer, run_group));
-      w.push_back(time_us(dev, timer, run_whole));
+      if (whole_ok_) w.push_back(time_us(dev, timer, run_whole));
       b.push_back(time_us(dev, timer, run_separate));
     }
     PrefillGroupChoice c;
     for (const QWeightView& W : *g) c.rows.push_back(W.rows);
     c.cols = (*g)[0].cols;
-    c.streamk_us = median(a), c.whole_us = median(w), c.separate_us = median(b);
-    c.grid = c.whole_us < kMargin * c.streamk_us ? WsGrid::WholeTiles : WsGrid::StreamK;
+    c.streamk_us = median(a), c.separate_us = median(b);
+    c.whole_us = whole_ok_ ? median(w) : 0;
+    c.grid = whole_ok_ && c.whole_us < kMargin * c.streamk_us ? WsGrid::WholeTiles : WsGrid::StreamK;
     c.group_us = c.grid == WsGrid::WholeTiles ? c.whole_us : c.streamk_us;
     c.grouped = c.group_us < kMargin * c.separate_us;
     any_grouped_ = any_grouped_ || c.grouped;

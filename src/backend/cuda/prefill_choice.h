@@ -44,6 +44,8 @@ class PrefillGemmChoices {
   // scratch allocated here). blas must hold the largest matrix; ws must be a warp-specialised form.
   void measure(CudaDevice& dev, const std::vector<QWeightView>& mats, BlasGemm& blas, WgemmStreamK& ws,
                const uint16_t* xq, int64_t T);
+  // Whether measure / measure_groups also time the whole-tile grid (else every ws launch is stream-K).
+  void allow_whole_tiles(bool on) { whole_ok_ = on; }
   // Whether W is a matrix the wgmma GEMM reads and its shape was measured faster there (false for
   // shapes never measured and for layouts it cannot read, such as tiled weights).
   bool ws(const CudaDevice& dev, const QWeightView& W) const;
@@ -67,6 +69,7 @@ class PrefillGemmChoices {
   std::vector<PrefillGemmChoice> records_;
   std::vector<PrefillGroupChoice> groups_;
   bool any_grouped_ = false;
+  bool whole_ok_ = true;
 };
 
 }  // namespace mere::cuda

@@ -128,6 +128,10 @@ bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >=
 // faster; off: one launch a matrix (session 20's behaviour).
 bool ws_group_enabled() { return env_choice("MERE_CUDA_WS_GROUP", {"auto", "off"}) != 1; }
 
+// MERE_CUDA_WS_GRID: auto (the default) also times each ws shape and group on whole tiles a block
+// (WsGrid::WholeTiles) and keeps the faster grid; streamk: always stream-K (session 20's grid).
+bool ws_whole_tiles_enabled() { return env_choice("MERE_CUDA_WS_GRID", {"auto", "streamk"}) != 1; }
+
 // The sets of projections a layer multiplies by one X (one gemm_shared call each below): the
 // candidates for one grouped launch.
 std::vector<std::vector<const DMat*>> shared_sets(const DLayer& L) {
@@ -249,6 +253,7 @@ void CudaEngine::alloc_prefill() {
     // time both paths on each shape at a full pass; then the cuBLASLt scratch only as large as the
     // matrices left to it need
     dev_.fill_bytes(p->xq, 0, static_cast<size_t>(xq) * 2);
+    p->choices.allow_whole_tiles(ws_whole_tiles_enabled());
     p->choices.measure(dev_, dense, *p->blas, *p->streamk, p->xq, R);
     if (ws_group_enabled()) {
       std::vector<std::vector<QWeightView>> groups;  // each set's matrices the ws GEMM reads
