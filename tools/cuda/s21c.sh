@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# NOT RUN (5 device starts refused); superseded by s21d.sh, which holds these steps.
 # Session 21, third device call (after two refused starts):
 #  * the prompt's SwiGLU inside the down projection's X preparation is now really the default
 #    (MERE_CUDA_PREFILL_SWIGLU compared `== 0` with env_choice, which gives -1 when unset, so since

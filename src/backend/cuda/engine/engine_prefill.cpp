@@ -128,9 +128,10 @@ bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >=
 // faster; off: one launch a matrix (session 20's behaviour).
 bool ws_group_enabled() { return env_choice("MERE_CUDA_WS_GROUP", {"auto", "off"}) != 1; }
 
-// MERE_CUDA_WS_GRID: auto (the default) also times each ws shape and group on whole tiles a block
-// (WsGrid::WholeTiles) and keeps the faster grid; streamk: always stream-K (session 20's grid).
-bool ws_whole_tiles_enabled() { return env_choice("MERE_CUDA_WS_GRID", {"auto", "streamk"}) != 1; }
+// MERE_CUDA_WS_GRID: streamk (the default: every ws launch on stream-K) or auto (also time each ws
+// shape and group on whole tiles a block, WsGrid::WholeTiles, and keep the faster grid). auto is
+// opt-in because it was built in session 21 and has not yet run on a GPU (no device time was left).
+bool ws_whole_tiles_enabled() { return env_choice("MERE_CUDA_WS_GRID", {"streamk", "auto"}) == 1; }
 
 // The sets of projections a layer multiplies by one X (one gemm_shared call each below): the
 // candidates for one grouped launch.
