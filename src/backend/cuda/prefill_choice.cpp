@@ -29,6 +29,39 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The ws GEMM on stream-K and (when `whole`) on whole tiles against another way of doing the same
+// work: a first call each (kernel attributes, tensor-map entry point, cuBLASLt heuristics), then
+// kRounds rounds over all of them; medians, and the ws grid kept (whole tiles when >= 2% faster).
+struct Timed {
+  double streamk_us = 0, whole_us = 0, other_us = 0, ws_us = 0;
+  WsGrid grid = WsGrid::StreamK;
+};
+template <class StreamK, class Whole, class Other>
+Timed time_paths(CudaDevice& dev, StreamTimer& timer, bool whole, StreamK&& run_sk, Whole&& run_whole,
+                 Other&& run_other) {
+  run_sk();
+  if (whole) run_whole();
+  run_other();
+  std::vector<double> a, w, b;
+  for (int r = 0; r < kRounds; ++r) {
+    a.push_back(time_us(dev, timer, run_sk));
+    if (whole) w.push_back(time_us(dev, timer, run_whole));
+    b.push_back(time_us(dev, timer, run_other));
+  }
+  Timed t;
+  t.streamk_us = median(a), t.other_us = median(b), t.whole_us = whole ? median(w) : 0;
+  t.grid = whole && t.whole_us < kMargin * t.streamk_us ? WsGrid::WholeTiles : WsGrid::StreamK;
+  t.ws_us = t.grid == WsGrid::WholeTiles ? t.whole_us : t.streamk_us;
+  return t;
+}
+
+// An NVTX range of its own, so a profile of the first prompt can leave these launches out
+// (`ncu --nvtx --nvtx-exclude "mere.prefill_choice/"`, tools/cuda/engine_run.sh ncupf27)
+struct ChoiceRange {
+  ChoiceRange() { nvtxRangePushA("mere.prefill_choice"); }
+  ~ChoiceRange() { nvtxRangePop(); }
+};
+
 }  // namespace
 
 void PrefillGemmChoices::measure(CudaDevice& dev, const std::vector<QWeightView>& mats, BlasGemm& blas,
@@ -50,12 +83,7 @@ void PrefillGemmChoices::measure(CudaDevice& dev, const std::vector<QWeightView>
   }
   records_.clear();
   if (shapes.empty()) return;
-  // an NVTX range of its own, so a profile of the first prompt can leave these launches out
-  // (`ncu --nvtx --nvtx-exclude "mere.prefill_choice/"`, tools/cuda/engine_run.sh ncupf27)
-  struct Range {
-    Range() { nvtxRangePushA("mere.prefill_choice"); }
-    ~Range() { nvtxRangePop(); }
-  } range;
+  const ChoiceRange range;
   DeviceBuffer y = dev.alloc(static_cast<size_t>(T * max_rows) * 4, "prefill GEMM choice output");
   StreamTimer timer;
   for (const QWeightView* W : shapes) {
@@ -65,20 +93,10 @@ void PrefillGemmChoices::measure(CudaDevice& dev, const std::vector<QWeightView>
       blas.begin_pass();
       blas.run(*W, xq, T, y.as<float>(), W->rows);
     };
-    run_ws();  // first use: kernel attributes, tensor-map entry point, cuBLASLt heuristics
-    if (whole_ok_) run_whole();
-    run_blas();
-    std::vector<double> a, w, b;
-    for (int r = 0; r < kRounds; ++r) {
-      a.push_back(time_us(dev, timer, run_ws));
-      if (whole_ok_) w.push_back(time_us(dev, timer, run_whole));
-      b.push_back(time_us(dev, timer, run_blas));
-    }
+    const Timed t = time_paths(dev, timer, whole_ok_, run_ws, run_whole, run_blas);
     PrefillGemmChoice c;
-    c.rows = W->rows, c.cols = W->cols, c.streamk_us = median(a), c.blas_us = median(b);
-    c.whole_us = whole_ok_ ? median(w) : 0;
-    c.grid = whole_ok_ && c.whole_us < kMargin * c.streamk_us ? WsGrid::WholeTiles : WsGrid::StreamK;
-    c.ws_us = c.grid == WsGrid::WholeTiles ? c.whole_us : c.streamk_us;
+    c.rows = W->rows, c.cols = W->cols, c.streamk_us = t.streamk_us, c.whole_us = t.whole_us, c.blas_us = t.other_us;
+    c.grid = t.grid, c.ws_us = t.ws_us;
     c.ws = c.ws_us < kMargin * c.blas_us;
     records_.push_back(c);
   }
@@ -110,10 +128,7 @@ void PrefillGemmChoices::measure_groups(CudaDevice& dev, const std::vector<std::
     for (const QWeightView& W : g) max_rows = std::max(max_rows, W.rows);
   }
   if (todo.empty()) return;
-  struct Range {
-    Range() { nvtxRangePushA("mere.prefill_choice"); }
-    ~Range() { nvtxRangePop(); }
-  } range;
+  const ChoiceRange range;
   // each matrix its own output (the group's launch writes them all)
   std::vector<DeviceBuffer> ys;
   for (int i = 0; i < kWgemmMaxGroup; ++i) ys.push_back(dev.alloc(static_cast<size_t>(T * max_rows) * 4, "prefill GEMM group choice output"));
@@ -132,22 +147,12 @@ void PrefillGemmChoices::measure_groups(CudaDevice& dev, const std::vector<std::
         else blas->run(outs[i].W, xq, T, outs[i].y, outs[i].ldy);
       }
     };
-    run_group();
-    if (whole_ok_) run_whole();
-    run_separate();
-    std::vector<double> a, w, b;
-    for (int r = 0; r < kRounds; ++r) {
-      a.push_back(time_us(dev, timer, run_group));
-      if (whole_ok_) w.push_back(time_us(dev, timer, run_whole));
-      b.push_back(time_us(dev, timer, run_separate));
-    }
+    const Timed t = time_paths(dev, timer, whole_ok_, run_group, run_whole, run_separate);
     PrefillGroupChoice c;
     for (const QWeightView& W : *g) c.rows.push_back(W.rows);
     c.cols = (*g)[0].cols;
-    c.streamk_us = median(a), c.separate_us = median(b);
-    c.whole_us = whole_ok_ ? median(w) : 0;
-    c.grid = whole_ok_ && c.whole_us < kMargin * c.streamk_us ? WsGrid::WholeTiles : WsGrid::StreamK;
-    c.group_us = c.grid == WsGrid::WholeTiles ? c.whole_us : c.streamk_us;
+    c.streamk_us = t.streamk_us, c.whole_us = t.whole_us, c.separate_us = t.other_us;
+    c.grid = t.grid, c.group_us = t.ws_us;
     c.grouped = c.group_us < kMargin * c.separate_us;
     any_grouped_ = any_grouped_ || c.grouped;
     groups_.push_back(std::move(c));
