@@ -198,8 +198,9 @@ __device__ __forceinline__ WsRows rows_of(const WsArgs& p, int m) {
 }
 
 // Groups [k0, k1) of the tile at row0 of matrix q into d (zeroed here); every wgmma done and every
-// stage handed back when it returns. Warpgroup w owns rows [w 64 MT, (w + 1) 64 MT) of the tile, sub-tile m the
-// 64 from w 64 MT + 64 m; thread i converts row i / 2 of each sub-tile, words 4 (i % 2) .. + 3.
+// stage handed back when it returns. Warpgroup w owns rows [w 64 MT, (w + 1) 64 MT) of the tile,
+// sub-tile m the 64 from w 64 MT + 64 m; thread i converts row i / 2 of each sub-tile, words 4 (i % 2)
+// .. + 3.
 template <int MT>
 __device__ __forceinline__ void consume(const Ring<MT>& ring, const WsRows& q, int ng, int row0, int k0, int k1,
                                         ConsumerPos& pos, float (&d)[128]) {
