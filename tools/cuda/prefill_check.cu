@@ -400,6 +400,19 @@ void check_blas(CudaDevice& dev, bool quick) {
 }
 
 // ---------------------------------------------------------------- wgmma path (gemm_wgmma.h)
+// One wgmma GEMM output (got_all: [T + 1, rows], row T poisoned before the run) against ops::linear
+// (ref: rows ts) and the cuBLASLt path on the same operands (xq, W; db: scratch of T x rows floats),
+// and `again`, a second run's first T rows, bitwise.
+void check_wgemm_output(CudaDevice& dev, BlasGemm& blas, const std::string& name, const QWeightView& W,
+                        const DeviceBuffer& xq, int64_t T, const std::vector<float>& got_all, const std::vector<float>& ref,
+                        const std::vector<int64_t>& ts, DeviceBuffer& db, const std::vector<float>& again) {
+  check_gemm_rows(name, got_all, ref, ts, W.rows, T);
+  blas.run(W, xq.as<uint16_t>(), T, db.as<float>(), W.rows);
+  const auto yb = from_device<float>(dev, db, static_cast<size_t>(T * W.rows));
+  record(name + " vs cuBLASLt (same bf16 operands)", compare(got_all.data(), yb.data(), yb.size(), 1e-3, 1e-3), 1e-8);
+  record_bitwise(name + " deterministic (two runs bitwise)", again.data(), got_all.data(), again.size());
+}
+
 // wgemm against ops::linear (qgemm's bounds), against the cuBLASLt path (the same bf16 operands:
 // only the fp32 summation order differs, a wrong fragment layout or column order would be ~1),
 // rows >= T untouched, two runs bitwise equal, and each row independent of T (the rows of the
@@ -428,13 +441,9 @@ void check_wgemm_shape(CudaDevice& dev, BlasGemm& blas, WgemmStreamK* sk, int64_
     wgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows, sk);
     const auto got_all = from_device<float>(dev, dy, static_cast<size_t>((T + 1) * rows));
     const std::string name = std::string(tag) + " T=" + std::to_string(T) + (all_rows ? "" : " (5 rows)");
-    check_gemm_rows(name, got_all, ref, ts, rows, T);
-    blas.run(dq.view, dxq.as<uint16_t>(), T, db.as<float>(), rows);
-    const auto yb = from_device<float>(dev, db, static_cast<size_t>(T * rows));
-    record(name + " vs cuBLASLt (same bf16 operands)", compare(got_all.data(), yb.data(), yb.size(), 1e-3, 1e-3), 1e-8);
     wgemm(dev, dq.view, dxq.as<uint16_t>(), T, dy.as<float>(), rows, sk);
     const auto again = from_device<float>(dev, dy, static_cast<size_t>(T * rows));
-    record_bitwise(name + " deterministic (two runs bitwise)", again.data(), got_all.data(), again.size());
+    check_wgemm_output(dev, blas, name, dq.view, dxq, T, got_all, ref, ts, db, again);
     std::vector<float> y(got_all.begin(), got_all.begin() + T * rows);
     if (T > t_big) y_big = y, t_big = T;
     small.emplace_back(T, std::move(y));
@@ -510,12 +519,8 @@ void check_wgemm_group(CudaDevice& dev, BlasGemm& blas, WgemmStreamK& sk, const 
       const int64_t r = rows[u];
       const std::string name = tag + (grid == WsGrid::WholeTiles ? " whole tiles" : "") + " T=" + std::to_string(T) +
                                " matrix " + std::to_string(i) + (all_rows ? "" : " (5 rows)");
-      check_gemm_rows(name, got[u], ref_linear_rows(hq[u].view(), x, ts), ts, r, T);
-      blas.run(dq[u].view, dxq.as<uint16_t>(), T, db.as<float>(), r);
-      const auto yb = from_device<float>(dev, db, static_cast<size_t>(T * r));
-      record(name + " vs cuBLASLt (same bf16 operands)", compare(got[u].data(), yb.data(), yb.size(), 1e-3, 1e-3), 1e-8);
       const auto again = from_device<float>(dev, dy[u], static_cast<size_t>(T * r));
-      record_bitwise(name + " deterministic (two runs bitwise)", again.data(), got[u].data(), again.size());
+      check_wgemm_output(dev, blas, name, dq[u].view, dxq, T, got[u], ref_linear_rows(hq[u].view(), x, ts), ts, db, again);
     }
   }
 }

@@ -29,8 +29,6 @@
 // exchange (warp 0's write o), and one shuffle gives every lane F of both its rows at its token. k and
 // q are staged with an odd token's 16-byte chunks at j ^ 4, so the 8 lanes of a quarter-warp (tokens g
 // and g + 1) read both halves of the banks.
-#include <algorithm>
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/env_choice.h"
 #include "backend/cuda/gdn_prefill.h"
