@@ -2,7 +2,7 @@
 // tensor cores, its cuBLASLt alternative, grouped MoE qgemm, gdn_prefill, attention_prefill) on a real GPU. A plain main (the
 // GPU machine has no gtest). Every check: random inputs, outputs NaN-poisoned before the launch,
 // NMSE + element-wise bounds against the CPU reference ops, a non-finite output always fails.
-// Usage: mere_prefill_check [--quick] [--no-bench] [--bench-only] [--only wgemm|gdn] [--json PATH]. Exit 1 on
+// Usage: mere_prefill_check [--quick] [--no-bench] [--bench-only] [--only wgemm|gdn|moe] [--json PATH]. Exit 1 on
 // any failure.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -643,17 +643,19 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
     record_bool(std::string(tag) + " moe_stream ring loads == register loads (bitwise, single and gate/up)", same,
                 same ? "bitwise equal" : "differ");
   }
-  {  // the tight variant (128 registers, the engine's default): only the loads differ, so bitwise too
+  // the other register variants (tight: 128 registers, the engine's default; deep / deep3: the scale
+  // words in shared memory and three code buffers): only the loads differ, so bitwise too
+  for (const auto& [loads, name] : {std::pair{MoeStreamLoads::Tight, "tight"}, std::pair{MoeStreamLoads::Deep, "deep"},
+                                    std::pair{MoeStreamLoads::Deep3, "deep3"}}) {
     poison(dev, dy);
-    moe_stream(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne, MoeStreamLoads::Tight);
+    moe_stream(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne, loads);
     const auto r1 = from_device<float>(dev, dy, P * Ne);
     poison(dev, dy);
-    moe_stream_gate_up(dev, dq.view, du.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne,
-                       MoeStreamLoads::Tight);
+    moe_stream_gate_up(dev, dq.view, du.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne, loads);
     const auto r2 = from_device<float>(dev, dy, P * Ne);
     const bool same = std::memcmp(r1.data(), ys.data(), ys.size() * 4) == 0 &&
                       std::memcmp(r2.data(), yp.data(), yp.size() * 4) == 0;
-    record_bool(std::string(tag) + " moe_stream tight == register loads (bitwise, single and gate/up)", same,
+    record_bool(std::string(tag) + " moe_stream " + name + " == register loads (bitwise, single and gate/up)", same,
                 same ? "bitwise equal" : "differ");
   }
   if (wgemm_moe_supported(dev, dq.view, Ne)) {  // the wgmma experts: the same bf16 operands as moe_stream
@@ -1183,8 +1185,13 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
     return std::pair<double, double>{tg.median_us, td.median_us};
   };
   const std::string ep = " E=" + std::to_string(E) + " P=" + std::to_string(P);
-  for (const MoeStreamLoads loads : {MoeStreamLoads::Registers, MoeStreamLoads::Ring, MoeStreamLoads::Tight}) {
-    const char* vname = loads == MoeStreamLoads::Ring ? " ring" : loads == MoeStreamLoads::Tight ? " tight" : "";
+  for (const MoeStreamLoads loads : {MoeStreamLoads::Registers, MoeStreamLoads::Ring, MoeStreamLoads::Tight,
+                                     MoeStreamLoads::Deep, MoeStreamLoads::Deep3}) {
+    const char* vname = loads == MoeStreamLoads::Ring    ? " ring"
+                        : loads == MoeStreamLoads::Tight ? " tight"
+                        : loads == MoeStreamLoads::Deep  ? " deep"
+                        : loads == MoeStreamLoads::Deep3 ? " deep3"
+                                                         : "";
     std::snprintf(nm, sizeof(nm), "moe_stream_gate_up q4 (SwiGLU fused) E=%lld 2x[%lldx%lld] P=%lld", (long long)E,
                   (long long)Ie, (long long)H, (long long)P);
     const std::string gname = loads == MoeStreamLoads::Registers ? std::string(nm)
@@ -1594,10 +1601,11 @@ int main(int argc, char** argv) {
     else if (a == "--no-bench") bench = false;
     else if (a == "--bench-only") only_bench = true;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
-    else if (a == "--only" && i + 1 < argc && (std::string(argv[i + 1]) == "wgemm" || std::string(argv[i + 1]) == "gdn"))
+    else if (a == "--only" && i + 1 < argc &&
+             (std::string(argv[i + 1]) == "wgemm" || std::string(argv[i + 1]) == "gdn" || std::string(argv[i + 1]) == "moe"))
       only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--bench-only] [--only wgemm|gdn] [--json PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--bench-only] [--only wgemm|gdn|moe] [--json PATH]\n", argv[0]);
       return 2;
     }
   }
@@ -1619,6 +1627,18 @@ int main(int argc, char** argv) {
             for (const GdnBench f : {GdnBench::Recurrent, GdnBench::C4, GdnBench::Tc1, GdnBench::Tc2, GdnBench::Tc4})
               bench_gdn(dev, 16, Hv, 512, f);
           bench_gdn_chunked(dev, 16, 48, 512);
+        });
+      return finish_report(json, t0);
+    }
+    if (only == "moe") {  // the routed experts at the 35B-A3B shapes: checks, then every expert kernel's speed
+      phase("moe", [&] {
+        check_moe(dev, 256, 1024, 2048, 512, 8, 4, 4003, 8);  // 35B gate_up
+        check_moe(dev, 256, 2048, 512, 512, 8, 4, 4004, 8);   // 35B down
+      });
+      if (bench)
+        phase("bench", [&] {
+          bench_copy(dev);
+          bench_moe(dev, 256, 512, 2048, 512, 8);
         });
       return finish_report(json, t0);
     }

@@ -102,10 +102,15 @@ MoePrefill moe_prefill_mode() {
 }
 
 // MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): tight (128
-// registers, 4 blocks an SM; the default since session 13), regs or ring; bitwise the same results.
+// registers, 4 blocks an SM; the default since session 13), regs, ring, deep or deep3 (session 22: the
+// scale words in shared memory, three code buffers); bitwise the same results.
 MoeStreamLoads moe_stream_loads() {
-  const int v = env_choice("MERE_CUDA_MOE_STREAM", {"tight", "regs", "ring"});
-  return v == 1 ? MoeStreamLoads::Registers : v == 2 ? MoeStreamLoads::Ring : MoeStreamLoads::Tight;
+  const int v = env_choice("MERE_CUDA_MOE_STREAM", {"tight", "regs", "ring", "deep", "deep3"});
+  return v == 1   ? MoeStreamLoads::Registers
+         : v == 2 ? MoeStreamLoads::Ring
+         : v == 3 ? MoeStreamLoads::Deep
+         : v == 4 ? MoeStreamLoads::Deep3
+                  : MoeStreamLoads::Tight;
 }
 
 
@@ -128,10 +133,11 @@ bool wgemm_takes(const CudaDevice& dev, const QWeightView& W) { return W.rows >=
 // faster; off: one launch a matrix (session 20's behaviour).
 bool ws_group_enabled() { return env_choice("MERE_CUDA_WS_GROUP", {"auto", "off"}) != 1; }
 
-// MERE_CUDA_WS_GRID: streamk (the default: every ws launch on stream-K) or auto (also time each ws
-// shape and group on whole tiles a block, WsGrid::WholeTiles, and keep the faster grid). auto is
-// opt-in because it was built in session 21 and has not yet run on a GPU (no device time was left).
-bool ws_whole_tiles_enabled() { return env_choice("MERE_CUDA_WS_GRID", {"streamk", "auto"}) == 1; }
+// MERE_CUDA_WS_GRID: auto (the default since session 22: also time each ws shape and group on whole
+// tiles a block, WsGrid::WholeTiles, and keep the faster grid; checked and measured in s22a: prefill
+// +3% 27B, +2% 35B-A3B on an H100) or streamk (every ws launch on stream-K, session 21's behaviour).
+// Unset is -1, so the default is "not streamk" (env_choice.h).
+bool ws_whole_tiles_enabled() { return env_choice("MERE_CUDA_WS_GRID", {"auto", "streamk"}) != 1; }
 
 // The sets of projections a layer multiplies by one X (one gemm_shared call each below): the
 // candidates for one grouped launch.
