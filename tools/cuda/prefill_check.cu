@@ -643,10 +643,8 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
     record_bool(std::string(tag) + " moe_stream ring loads == register loads (bitwise, single and gate/up)", same,
                 same ? "bitwise equal" : "differ");
   }
-  // the other register variants (tight: 128 registers, the engine's default; deep / deep3: the scale
-  // words in shared memory and three code buffers): only the loads differ, so bitwise too
-  for (const auto& [loads, name] : {std::pair{MoeStreamLoads::Tight, "tight"}, std::pair{MoeStreamLoads::Deep, "deep"},
-                                    std::pair{MoeStreamLoads::Deep3, "deep3"}}) {
+  // the other register variant (tight: 128 registers, the engine's default): only the loads differ, so bitwise too
+  for (const auto& [loads, name] : {std::pair{MoeStreamLoads::Tight, "tight"}}) {
     poison(dev, dy);
     moe_stream(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne, loads);
     const auto r1 = from_device<float>(dev, dy, P * Ne);
@@ -1185,13 +1183,8 @@ MoeTimes bench_moe(CudaDevice& dev, int64_t E, int64_t Ie, int64_t H, int64_t T,
     return std::pair<double, double>{tg.median_us, td.median_us};
   };
   const std::string ep = " E=" + std::to_string(E) + " P=" + std::to_string(P);
-  for (const MoeStreamLoads loads : {MoeStreamLoads::Registers, MoeStreamLoads::Ring, MoeStreamLoads::Tight,
-                                     MoeStreamLoads::Deep, MoeStreamLoads::Deep3}) {
-    const char* vname = loads == MoeStreamLoads::Ring    ? " ring"
-                        : loads == MoeStreamLoads::Tight ? " tight"
-                        : loads == MoeStreamLoads::Deep  ? " deep"
-                        : loads == MoeStreamLoads::Deep3 ? " deep3"
-                                                         : "";
+  for (const MoeStreamLoads loads : {MoeStreamLoads::Registers, MoeStreamLoads::Ring, MoeStreamLoads::Tight}) {
+    const char* vname = loads == MoeStreamLoads::Ring ? " ring" : loads == MoeStreamLoads::Tight ? " tight" : "";
     std::snprintf(nm, sizeof(nm), "moe_stream_gate_up q4 (SwiGLU fused) E=%lld 2x[%lldx%lld] P=%lld", (long long)E,
                   (long long)Ie, (long long)H, (long long)P);
     const std::string gname = loads == MoeStreamLoads::Registers ? std::string(nm)

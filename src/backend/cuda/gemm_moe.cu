@@ -10,9 +10,7 @@
 // order, o[2s] and o[2s+1] are the A registers, and the B registers are the 16 prepared bytes of X
 // at the same columns for token g of the n-tile (uint4 halves 2s, 2s+1). Two register buffers
 // alternate so that each refill is issued after the last use of its registers (no register move
-// that waits for a load: docs/cuda-kernels.md §1 v9). Deep (v2d): the scales and biases of the
-// warp's 32 rows come into shared memory once, so three register buffers of codes fit where two
-// buffers of codes + words did: two spans in flight while one is computed.
+// that waits for a load: docs/cuda-kernels.md §1 v9).
 #include "backend/cuda/gemm_moe.h"
 
 #include <algorithm>
@@ -63,19 +61,10 @@ struct Buf {
   uint32_t s[2][2], b[2][2];
 };
 
-// How a warp keeps bytes in flight (MoeStreamLoads): two register buffers of codes and words; a
-// cp.async ring; or (Deep) the words of all K in shared memory up front and three buffers of codes.
-enum Mode { kRegs, kRing, kDeep };
-
-// Deep: a warp's scale (then bias) words, [32 rows][stride] u32 each; an odd stride puts the 8 rows
-// one load reads (lanes g = 0..7) on 8 different banks.
-__host__ __device__ constexpr int deep_stride(int K) { return (K / 128) | 1; }
-__host__ __device__ constexpr int deep_smem_bytes(int K) { return kWarps * 2 * 32 * deep_stride(K) * 4; }
-
 // RING: the codes and scale words go global -> shared by cp.async through a kStages-deep ring of
 // this lane's own slots (each lane reads back only what it copied, so cp.async.wait_group alone
 // orders it: no barrier), which keeps ~3 spans in flight without holding them in registers.
-template <bool PAIR, int NT, int MODE>
+template <bool PAIR, int NT, bool RING>
 __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int rb, int lane, uint4* ring) {
   const int g = lane >> 2, c = lane & 3;
   const int K = a.K, nspan = K / kSpan, groups = K / 64;
@@ -120,15 +109,14 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
         B.b[mt][h] = __ldg(bp[mt] + h * sb_h + span);
       }
   };
-  // span's products from its codes w and the words holding its scales sw and biases bw
-  auto compute_words = [&](const uint4 (&w)[2][2], const uint32_t (&sw)[2][2], const uint32_t (&bw)[2][2], int span) {
+  auto compute = [&](const Buf& B, int span) {
     uint32_t s[2][2], b[2][2];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        s[mt][h] = (sw[mt][h] >> sh) & 0xFFFFu;
-        b[mt][h] = (bw[mt][h] >> sh) & 0xFFFFu;
+        s[mt][h] = (B.s[mt][h] >> sh) & 0xFFFFu;
+        b[mt][h] = (B.b[mt][h] >> sh) & 0xFFFFu;
       }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -138,8 +126,8 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         uint32_t o0[4], o1[4];
-        dq::q4_word(qm::word_of(w[mt][0], j), s[mt][0], b[mt][0], o0);
-        dq::q4_word(qm::word_of(w[mt][1], j), s[mt][1], b[mt][1], o1);
+        dq::q4_word(qm::word_of(B.w[mt][0], j), s[mt][0], b[mt][0], o0);
+        dq::q4_word(qm::word_of(B.w[mt][1], j), s[mt][1], b[mt][1], o1);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           mma_bf16(acc[mt][nt], o0[0], o1[0], o0[1], o1[1], xf[nt].x, xf[nt].y);
@@ -148,60 +136,8 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
       }
     }
   };
-  auto compute = [&](const Buf& B, int span) { compute_words(B.w, B.s, B.b, span); };
 
-  if constexpr (MODE == kDeep) {
-    using Codes = uint4[2][2];
-    auto load_codes = [&](Codes& w, int span) {
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) w[mt][h] = qm::ld_stream(reinterpret_cast<const uint4*>(cp[mt] + h * code_h + 64 * span));
-    };
-    Codes A, B, C;
-    load_codes(A, 0);
-    load_codes(B, min(1, nspan - 1));
-    // the words of the warp's rows (m-tile mt: rows r0[mt] .. + 15 of its matrix) at rows 16 mt ..
-    // of the warp's [32][stride] scale and bias tables: contiguous in global memory, 4-byte copies
-    const int ws = groups / 2, stride = deep_stride(K);
-    uint32_t* const st = reinterpret_cast<uint32_t*>(ring);  // [2: scales, biases][32][stride]
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      const int64_t w0 = (static_cast<int64_t>(e) * a.Ne + r0[mt]) * ws;
-      for (int i = lane; i < 16 * ws; i += 32) {
-        const int row = 16 * mt + i / ws, wd = i % ws;
-        cp_async4(smem_u32(st + row * stride + wd), a.scales[mt] + w0 + i);
-        cp_async4(smem_u32(st + (32 + row) * stride + wd), a.biases[mt] + w0 + i);
-      }
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncwarp();
-    auto compute_codes = [&](const Codes& w, int span) {
-      uint32_t sw[2][2], bw[2][2];
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = 16 * mt + g + 8 * h;
-          sw[mt][h] = st[row * stride + span];
-          bw[mt][h] = st[(32 + row) * stride + span];
-        }
-      compute_words(w, sw, bw, span);
-    };
-    // three buffers in turn, each refilled right after its last use (clamped past the end: the
-    // extra loads re-read the last span, which L2 holds)
-    for (int span = 0; span < nspan; span += 3) {
-      load_codes(C, min(span + 2, nspan - 1));
-      compute_codes(A, span);
-      if (span + 1 >= nspan) break;
-      load_codes(A, min(span + 3, nspan - 1));
-      compute_codes(B, span + 1);
-      if (span + 2 >= nspan) break;
-      load_codes(B, min(span + 4, nspan - 1));
-      compute_codes(C, span + 2);
-    }
-  } else if constexpr (MODE == kRing) {
+  if constexpr (RING) {
     auto issue = [&](int stage, int span) {  // span >= nspan: codes zero-filled (no read), words clamped
       const int sc = min(span, nspan - 1);
       const int bytes = span < nspan ? 16 : 0;
@@ -268,8 +204,8 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
     }
 }
 
-template <bool PAIR, int MODE>
-__device__ __forceinline__ void stream_block(const Args& a, uint4* smem) {
+template <bool PAIR, bool RING>
+__device__ __forceinline__ void stream_block(const Args& a, uint4* ring_base) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   constexpr int kRowsWarp = PAIR ? 16 : 32;
   const int rb = (blockIdx.y * kWarps + warp) * kRowsWarp;
@@ -277,15 +213,12 @@ __device__ __forceinline__ void stream_block(const Args& a, uint4* smem) {
   const ExpertTile t = find_expert_tile(a.offsets, a.E, blockIdx.x, kBT, lane);
   if (t.expert < 0) return;
   const int m_end = min(t.m0 + kBT, t.m_end);
-  // this warp's shared memory: its ring slots, or (Deep) its scale and bias tables
-  uint4* const ws = MODE == kRing   ? smem + warp * kStages * kSlots * 32
-                    : MODE == kDeep ? smem + warp * (2 * 32 * deep_stride(a.K) / 4)
-                                    : nullptr;
+  uint4* ring = RING ? ring_base + warp * kStages * kSlots * 32 : nullptr;
   switch ((m_end - t.m0 + 7) / 8) {
-    case 1: run<PAIR, 1, MODE>(a, t.expert, t.m0, m_end, rb, lane, ws); break;
-    case 2: run<PAIR, 2, MODE>(a, t.expert, t.m0, m_end, rb, lane, ws); break;
-    case 3: run<PAIR, 3, MODE>(a, t.expert, t.m0, m_end, rb, lane, ws); break;
-    default: run<PAIR, 4, MODE>(a, t.expert, t.m0, m_end, rb, lane, ws); break;
+    case 1: run<PAIR, 1, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 2: run<PAIR, 2, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 3: run<PAIR, 3, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    default: run<PAIR, 4, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
   }
 }
 
@@ -293,7 +226,7 @@ __device__ __forceinline__ void stream_block(const Args& a, uint4* smem) {
 template <bool PAIR>
 __global__ void __launch_bounds__(kThreads) moe_stream_kernel(const Args a) {
   pdl_begin();
-  stream_block<PAIR, kRegs>(a, nullptr);
+  stream_block<PAIR, false>(a, nullptr);
 }
 
 // the same held to 4 blocks an SM (128 registers; ptxas spills 64-136 bytes, L1-resident): 5%
@@ -301,16 +234,7 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(const Args a) {
 template <bool PAIR>
 __global__ void __launch_bounds__(kThreads, 4) moe_stream_tight_kernel(const Args a) {
   pdl_begin();
-  stream_block<PAIR, kRegs>(a, nullptr);
-}
-
-// v2d: the scale and bias words in shared memory (deep_smem_bytes(K) a block), three buffers of
-// codes in registers; BLOCKS blocks an SM: 4 like tight (128 registers, ptxas spills) or 3 (168)
-template <bool PAIR, int BLOCKS>
-__global__ void __launch_bounds__(kThreads, BLOCKS) moe_stream_deep_kernel(const Args a) {
-  pdl_begin();
-  extern __shared__ uint4 moe_words[];  // [kWarps][2][32][deep_stride(K)] u32
-  stream_block<PAIR, kDeep>(a, moe_words);
+  stream_block<PAIR, false>(a, nullptr);
 }
 
 // shared-memory ring: 48 KB a block; held to 3 blocks an SM (168 registers) without spills
@@ -318,7 +242,7 @@ template <bool PAIR>
 __global__ void __launch_bounds__(kThreads, 3) moe_stream_ring_kernel(const Args a) {
   pdl_begin();
   extern __shared__ uint4 moe_ring[];  // [kWarps][kStages][kSlots][32]
-  stream_block<PAIR, kRing>(a, moe_ring);
+  stream_block<PAIR, true>(a, moe_ring);
 }
 
 void check(const QWeightView& W, int64_t E, int64_t Ne, int64_t P, int64_t ldy, const char* where) {
@@ -350,24 +274,7 @@ void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1
   const int64_t rows_block = kWarps * (PAIR ? 16 : 32);
   const int64_t tiles = expert_tiles_max(P, E, kBT);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((Ne + rows_block - 1) / rows_block), 1);
-  if (loads == MoeStreamLoads::Deep || loads == MoeStreamLoads::Deep3) {
-    const int smem = deep_smem_bytes(a.K);
-    static const bool attrs = [] {  // up to 48 KB of words a block (K <= 12,160)
-      for (auto f : {moe_stream_deep_kernel<false, 4>, moe_stream_deep_kernel<true, 4>, moe_stream_deep_kernel<false, 3>,
-                     moe_stream_deep_kernel<true, 3>})
-        MERE_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 << 10));
-      return true;
-    }();
-    (void)attrs;
-    MERE_CHECK(smem <= (48 << 10), "cuda moe_stream", "the deep loads keep all scale words of a block in shared memory: K = ",
-               a.K, " needs ", smem, " bytes, more than 48 KB");
-    if (loads == MoeStreamLoads::Deep)
-      launch(PAIR ? "moe_stream_deep_kernel<pair>" : "moe_stream_deep_kernel", &moe_stream_deep_kernel<PAIR, 4>, grid,
-             kThreads, static_cast<size_t>(smem), dev.stream(), a);
-    else
-      launch(PAIR ? "moe_stream_deep3_kernel<pair>" : "moe_stream_deep3_kernel", &moe_stream_deep_kernel<PAIR, 3>, grid,
-             kThreads, static_cast<size_t>(smem), dev.stream(), a);
-  } else if (loads == MoeStreamLoads::Ring)
+  if (loads == MoeStreamLoads::Ring)
     launch(PAIR ? "moe_stream_ring_kernel<pair>" : "moe_stream_ring_kernel", &moe_stream_ring_kernel<PAIR>, grid,
            kThreads, kRingBytes, dev.stream(), a);
   else if (loads == MoeStreamLoads::Tight)

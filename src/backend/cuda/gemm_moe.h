@@ -24,12 +24,9 @@ namespace mere::cuda {
 // How the weight stream keeps bytes in flight: two register buffers (the v1 kernel); the same held
 // to 128 registers so that 4 blocks share an SM instead of 3 (Tight: 5% faster, the engine's
 // default); or a 4-deep cp.async ring of each lane's own shared-memory slots (~3 spans in flight a
-// warp instead of ~1; measured slower); or Deep: the scale and bias words of a warp's rows in shared
-// memory once, so three register buffers of codes fit in Tight's 128 registers (two spans in flight
-// while one is computed; ncu of Tight: 45% of the stall samples wait for the next span's words).
-// Deep3: Deep at 3 blocks an SM (no spills). Bitwise the same results: only the loads differ
-// (docs/cuda-kernels.md "MoE prefill v2c", "v2d").
-enum class MoeStreamLoads { Registers, Ring, Tight, Deep, Deep3 };
+// warp instead of ~1; measured slower). Bitwise the same results: only the loads differ
+// (docs/cuda-kernels.md "MoE prefill v2c").
+enum class MoeStreamLoads { Registers, Ring, Tight };
 
 // Whether moe_stream runs this stacked expert matrix of Ne rows an expert: 4-bit MLX layout (not
 // tiled), cols % 128 == 0, Ne % 16 == 0 (every Qwen3.5 MoE matrix; else use qgemm_grouped).

@@ -102,15 +102,11 @@ MoePrefill moe_prefill_mode() {
 }
 
 // MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): tight (128
-// registers, 4 blocks an SM; the default since session 13), regs, ring, deep or deep3 (session 22: the
-// scale words in shared memory, three code buffers); bitwise the same results.
+// registers, 4 blocks an SM; the default since session 13), regs or ring; bitwise the same results.
+// (Session 22's deep / deep3 loads were measured and removed: docs/cuda-kernels.md "MoE prefill v2d".)
 MoeStreamLoads moe_stream_loads() {
-  const int v = env_choice("MERE_CUDA_MOE_STREAM", {"tight", "regs", "ring", "deep", "deep3"});
-  return v == 1   ? MoeStreamLoads::Registers
-         : v == 2 ? MoeStreamLoads::Ring
-         : v == 3 ? MoeStreamLoads::Deep
-         : v == 4 ? MoeStreamLoads::Deep3
-                  : MoeStreamLoads::Tight;
+  const int v = env_choice("MERE_CUDA_MOE_STREAM", {"tight", "regs", "ring"});
+  return v == 1 ? MoeStreamLoads::Registers : v == 2 ? MoeStreamLoads::Ring : MoeStreamLoads::Tight;
 }
 
 
