@@ -2,7 +2,7 @@
 // tensor cores, its cuBLASLt alternative, grouped MoE qgemm, gdn_prefill, attention_prefill) on a real GPU. A plain main (the
 // GPU machine has no gtest). Every check: random inputs, outputs NaN-poisoned before the launch,
 // NMSE + element-wise bounds against the CPU reference ops, a non-finite output always fails.
-// Usage: mere_prefill_check [--quick] [--no-bench] [--bench-only] [--only wgemm|gdn|moe] [--json PATH]. Exit 1 on
+// Usage: mere_prefill_check [--quick] [--no-bench] [--bench-only] [--only wgemm|gdn|moe|attn] [--json PATH]. Exit 1 on
 // any failure.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -910,7 +910,9 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
 }
 
 // ---------------------------------------------------------------- attention prefill
-void check_attention_prefill(CudaDevice& dev, bool quick) {
+// tc: attention_prefill_tc (bf16 hi + lo operands on the tensor cores: ~2^-16 relative a product, so
+// its NMSE bound is 1e-9 instead of the fp32 kernel's 1e-10; the element bounds are the same)
+void check_attention_prefill(CudaDevice& dev, bool quick, bool tc = false) {
   struct Case { int64_t nh, nkv, T, pos0; KvType kv; };
   std::vector<Case> cases = {{8, 8, 17, 0, KvType::F32},  {24, 4, 10, 5, KvType::BF16}, {16, 2, 65, 0, KvType::F32},
                              {6, 2, 63, 31, KvType::BF16}, {8, 2, 64, 100, KvType::F32}};
@@ -945,16 +947,25 @@ void check_attention_prefill(CudaDevice& dev, bool quick) {
     DeviceBuffer dq = to_device(dev, q, "q");
     DeviceBuffer dout = dev.alloc(q.size() * 4, "out");
     poison(dev, dout);
-    attention_prefill(dev, dq.as<float>(), dk.get(), dv.get(), c.kv, c.T, c.pos0, c.nh, c.nkv, hd, scale, dout.as<float>());
+    (tc ? attention_prefill_tc : attention_prefill)(dev, dq.as<float>(), dk.get(), dv.get(), c.kv, c.T, c.pos0, c.nh, c.nkv,
+                                                    hd, scale, dout.as<float>());
     const auto got = from_device<float>(dev, dout, q.size());
     std::vector<float> ref(q.size());
     pfor(c.T, [&](int64_t t) {
       ops::attention(q.data() + t * c.nh * hd, k.data(), v.data(), c.pos0 + t + 1, c.nh, c.nkv, hd, scale,
                      ref.data() + t * c.nh * hd);
     });
-    record("attention_prefill[nh=" + std::to_string(c.nh) + ",nkv=" + std::to_string(c.nkv) + ",T=" + std::to_string(c.T) +
-               ",pos0=" + std::to_string(c.pos0) + (c.kv == KvType::BF16 ? ",bf16]" : ",f32]") + " vs ops::attention",
-           compare(got.data(), ref.data(), ref.size(), 1e-5, 1e-4), 1e-10);
+    record(std::string(tc ? "attention_prefill_tc" : "attention_prefill") + "[nh=" + std::to_string(c.nh) +
+               ",nkv=" + std::to_string(c.nkv) + ",T=" + std::to_string(c.T) + ",pos0=" + std::to_string(c.pos0) +
+               (c.kv == KvType::BF16 ? ",bf16]" : ",f32]") + " vs ops::attention",
+           compare(got.data(), ref.data(), ref.size(), 1e-5, 1e-4), tc ? 1e-9 : 1e-10);
+    if (tc) {  // a row's result does not depend on the launch: a second run is bitwise the first
+      poison(dev, dout);
+      attention_prefill_tc(dev, dq.as<float>(), dk.get(), dv.get(), c.kv, c.T, c.pos0, c.nh, c.nkv, hd, scale, dout.as<float>());
+      const auto again = from_device<float>(dev, dout, q.size());
+      record_bitwise("attention_prefill_tc[nh=" + std::to_string(c.nh) + ",T=" + std::to_string(c.T) + "] two runs bitwise",
+                     again.data(), got.data(), got.size());
+    }
     ++ci;
   }
 }
@@ -1311,7 +1322,7 @@ double bench_gdn_chunked(CudaDevice& dev, int64_t Hk, int64_t Hv, int64_t T) {
   return t.median_us;
 }
 
-double bench_attention(CudaDevice& dev, int64_t nh, int64_t nkv, int64_t T, KvType kv) {
+double bench_attention(CudaDevice& dev, int64_t nh, int64_t nkv, int64_t T, KvType kv, bool tc = false) {
   const int64_t hd = 256;
   const size_t es = kv == KvType::BF16 ? 2 : 4;
   DeviceBuffer q = dev.alloc(T * nh * hd * 4, "q"), k = dev.alloc(T * nkv * hd * es, "k"), v = dev.alloc(T * nkv * hd * es, "v"),
@@ -1325,13 +1336,15 @@ double bench_attention(CudaDevice& dev, int64_t nh, int64_t nkv, int64_t T, KvTy
     fill_f32(dev, v.get(), T * nkv * hd, 3, -1.0f, 1.0f);
   }
   const Timing t = time_launches(dev, 2, 10, [&](int) {
-    attention_prefill(dev, q.as<float>(), k.get(), v.get(), kv, T, 0, nh, nkv, hd, 1.0f / 16.0f, o.as<float>());
+    (tc ? attention_prefill_tc : attention_prefill)(dev, q.as<float>(), k.get(), v.get(), kv, T, 0, nh, nkv, hd, 1.0f / 16.0f,
+                                                    o.as<float>());
   });
   const double flops = 4.0 * nh * hd * (T * (T + 1) / 2.0);
   const double bytes = T * nh * hd * 8.0 + 2.0 * T * nkv * hd * es;
-  const double pred = flops / (67e12 * 0.5) * 1e6;  // half the fp32 FMA rate
-  add_bench("attention_prefill nh=" + std::to_string(nh) + " nkv=" + std::to_string(nkv) + " T=" + std::to_string(T) +
-                (kv == KvType::BF16 ? " bf16" : " f32"),
+  // SIMT: half the fp32 FMA rate; tc: three bf16 products an fp32 one at a third of the dense bf16 mma.sync rate
+  const double pred = tc ? 3.0 * flops / (g_mma_tflops * 1e12 / 3.0) * 1e6 : flops / (67e12 * 0.5) * 1e6;
+  add_bench(std::string(tc ? "attention_prefill_tc" : "attention_prefill") + " nh=" + std::to_string(nh) +
+                " nkv=" + std::to_string(nkv) + " T=" + std::to_string(T) + (kv == KvType::BF16 ? " bf16" : " f32"),
             bytes, flops, pred, t);
   return t.median_us;
 }
@@ -1595,10 +1608,11 @@ int main(int argc, char** argv) {
     else if (a == "--bench-only") only_bench = true;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--only" && i + 1 < argc &&
-             (std::string(argv[i + 1]) == "wgemm" || std::string(argv[i + 1]) == "gdn" || std::string(argv[i + 1]) == "moe"))
+             (std::string(argv[i + 1]) == "wgemm" || std::string(argv[i + 1]) == "gdn" || std::string(argv[i + 1]) == "moe" ||
+              std::string(argv[i + 1]) == "attn"))
       only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--bench-only] [--only wgemm|gdn|moe] [--json PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--bench-only] [--only wgemm|gdn|moe|attn] [--json PATH]\n", argv[0]);
       return 2;
     }
   }
@@ -1620,6 +1634,17 @@ int main(int argc, char** argv) {
             for (const GdnBench f : {GdnBench::Recurrent, GdnBench::C4, GdnBench::Tc1, GdnBench::Tc2, GdnBench::Tc4})
               bench_gdn(dev, 16, Hv, 512, f);
           bench_gdn_chunked(dev, 16, 48, 512);
+        });
+      return finish_report(json, t0);
+    }
+    if (only == "attn") {  // the prefill attention kernels: both checked, then both at the 27B and 35B-A3B heads
+      phase("attention_prefill", [&] { check_attention_prefill(dev, quick); });
+      phase("attention_prefill_tc", [&] { check_attention_prefill(dev, quick, true); });
+      if (bench)
+        phase("bench", [&] {
+          for (const auto& [nh, nkv] : {std::pair<int64_t, int64_t>{24, 4}, std::pair<int64_t, int64_t>{16, 2}})
+            for (const KvType kv : {KvType::F32, KvType::BF16})
+              for (const bool tc : {false, true}) bench_attention(dev, nh, nkv, 512, kv, tc);
         });
       return finish_report(json, t0);
     }
@@ -1704,6 +1729,7 @@ int main(int argc, char** argv) {
       });
       phase("gdn_prefill", [&] { check_gdn_prefill(dev, quick); });
       phase("attention_prefill", [&] { check_attention_prefill(dev, quick); });
+      phase("attention_prefill_tc", [&] { check_attention_prefill(dev, quick, true); });
     }
     if (bench) phase("bench", [&] { bench_all(dev); });
   } catch (const std::exception& e) {

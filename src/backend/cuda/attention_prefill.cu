@@ -202,13 +202,17 @@ void launch(CudaDevice& dev, const float* q, const void* k, const void* v, KvTyp
 
 }  // namespace
 
+void attention_prefill_check_args(int64_t T, int64_t pos0, int64_t nh, int64_t nkv, int64_t hd, const char* where) {
+  MERE_CHECK(hd == kHd, where, "head_dim: expected 256, got ", hd);
+  MERE_CHECK(nkv >= 1 && nh % nkv == 0 && nh / nkv >= 1 && nh / nkv <= 8, where,
+             "heads: expected nh a multiple of nkv with nh / nkv in 1..8, got nh = ", nh, ", nkv = ", nkv);
+  MERE_CHECK(T >= 1 && pos0 >= 0 && (pos0 + T) * nkv * kHd < (int64_t{1} << 40) && pos0 + T < (int64_t{1} << 30), where,
+             "T / pos0 out of range, got T = ", T, ", pos0 = ", pos0);
+}
+
 void attention_prefill(CudaDevice& dev, const float* q, const void* k, const void* v, KvType kv, int64_t T,
                        int64_t pos0, int64_t nh, int64_t nkv, int64_t hd, float scale, float* out) {
-  MERE_CHECK(hd == kHd, "cuda attention_prefill", "head_dim: expected 256, got ", hd);
-  MERE_CHECK(nkv >= 1 && nh % nkv == 0 && nh / nkv >= 1 && nh / nkv <= 8, "cuda attention_prefill",
-             "heads: expected nh a multiple of nkv with nh / nkv in 1..8, got nh = ", nh, ", nkv = ", nkv);
-  MERE_CHECK(T >= 1 && pos0 >= 0 && (pos0 + T) * nkv * kHd < (int64_t{1} << 40) && pos0 + T < (int64_t{1} << 30),
-             "cuda attention_prefill", "T / pos0 out of range, got T = ", T, ", pos0 = ", pos0);
+  attention_prefill_check_args(T, pos0, nh, nkv, hd, "cuda attention_prefill");
   DeviceGuard guard(dev.ordinal());
   const int G = static_cast<int>(nh / nkv), Ti = static_cast<int>(T), p0 = static_cast<int>(pos0),
             nk = static_cast<int>(nkv);

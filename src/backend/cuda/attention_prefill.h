@@ -19,4 +19,14 @@ namespace mere::cuda {
 void attention_prefill(CudaDevice& dev, const float* q, const void* k, const void* v, KvType kv, int64_t T,
                        int64_t pos0, int64_t nh, int64_t nkv, int64_t hd, float scale, float* out);
 
+// The same on the tensor cores (attention_prefill_tc.cu; session 22): the (position, head) rows of a
+// kv head flattened, 16 a warp, 64 a block; tiles of 16 keys; FlashAttention-2's loop on
+// mma.m16n8k16 with every fp32 operand as a bf16 hi + lo pair (three products a pair: ~2^-16
+// relative per product, fp32 accumulation). Same arguments and limits as attention_prefill.
+void attention_prefill_tc(CudaDevice& dev, const float* q, const void* k, const void* v, KvType kv, int64_t T,
+                          int64_t pos0, int64_t nh, int64_t nkv, int64_t hd, float scale, float* out);
+
+// Throws (naming `where`) unless the shapes are ones both kernels take.
+void attention_prefill_check_args(int64_t T, int64_t pos0, int64_t nh, int64_t nkv, int64_t hd, const char* where);
+
 }  // namespace mere::cuda

@@ -58,6 +58,7 @@ struct CudaEngine::Prefill {
   DeviceBuffer buf;
   int64_t rows = 0, ws_floats = 0, xq_elems = 0;
   bool generic_attn = false;  // head_dim != 256 or > 8 query heads a KV head: the engine's split kernel
+  bool attn_tc = true;        // MERE_CUDA_ATTN_PREFILL: attention_prefill_tc (default) or the SIMT kernel
   float *x, *xn, *o, *h, *ws;
   // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_prefill or the engine's generic
   // kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4 and tc: the
@@ -100,6 +101,10 @@ MoePrefill moe_prefill_mode() {
   const int v = env_choice("MERE_CUDA_MOE_PREFILL", {"stream", "grouped", "wgmma"});
   return v == 1 ? MoePrefill::Grouped : v == 2 ? MoePrefill::Wgmma : MoePrefill::Stream;
 }
+
+// MERE_CUDA_ATTN_PREFILL: tc (the default since session 22: attention_prefill_tc, FlashAttention-2 on
+// mma.sync with bf16 hi + lo operands) or simt (the fp32 SIMT kernel of session 8).
+bool attn_prefill_tc() { return env_choice("MERE_CUDA_ATTN_PREFILL", {"tc", "simt"}) != 1; }
 
 // MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): tight (128
 // registers, 4 blocks an SM; the default since session 13), regs or ring; bitwise the same results.
@@ -234,6 +239,7 @@ void CudaEngine::alloc_prefill() {
   p->rows = R;
   p->gdn_form = gdn_form;
   p->generic_attn = generic_attn;
+  p->attn_tc = attn_prefill_tc();
   p->ws_floats = ws;
   p->xq_elems = xq;
   if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma || mode == PrefillMode::Auto) && max_weights > 0)
@@ -339,7 +345,9 @@ void CudaEngine::prefill_attention(const DAttn& a, float* kc, float* vc, int64_t
   gemm_shared({{&a.q, p.qg}, {&a.k, p.kk}, {&a.v, p.vv}}, p.xn, T);
   k::attn_prepare(s, p.qg, p.kk, p.vv, a.q_norm, a.k_norm, p.pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
                   static_cast<float>(cfg_.rms_norm_eps), p.q, kc, vc);
-  if (!p.generic_attn) attention_prefill(dev_, p.q, kc, vc, KvType::F32, T, pos0, nh, nkv, hd, scale, p.att);
+  if (!p.generic_attn)
+    (p.attn_tc ? attention_prefill_tc : attention_prefill)(dev_, p.q, kc, vc, KvType::F32, T, pos0, nh, nkv, hd, scale,
+                                                           p.att);
   else k::attention(s, p.q, kc, vc, p.pos, T, nh, nkv, hd, scale, kSpans, p.aws, p.att);
   k::sigmoid_gate(s, p.att, p.qg, T, nh, hd);
   gemm_shared({{&a.o, out}}, p.att, T);
