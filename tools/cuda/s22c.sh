@@ -3,8 +3,8 @@
 # engine's default; MERE_CUDA_ATTN_PREFILL=simt restores the SIMT kernel): `mere_prefill_check --only
 # attn` (both kernels against ops::attention, the tc kernel twice bitwise, then both at the 27B and
 # 35B-A3B heads), engine_check on the defaults, ab27 / ab35 (tc vs simt), the 5-rep receipts b27 / b35,
-# and ncu of a 35B-A3B prompt (where its time goes now). LIMIT 460.
-LIMIT_DEFAULT=460 . tools/cuda/call_prelude.sh
+# and ncu of a 35B-A3B prompt (where its time goes now). LIMIT 400.
+LIMIT_DEFAULT=400 . tools/cuda/call_prelude.sh
 timeout -k 10 120 $B/mere_prefill_check --only attn --json $OUT/attn.json >$OUT/attn.log 2>&1; rc=$?; echo "attn rc=$rc $((SECONDS-t0))s"
 grep -E "FAIL|checks|attention_prefill.*nh=" $OUT/attn.log | grep -v "^ok" | head -30; grep -E "^ok.*tc.*512" $OUT/attn.log | head -4; pack
 [ $rc -ne 0 ] && { grep -E "FAIL" $OUT/attn.log | head; echo "checks failed: no engine runs"; exit 0; }
