@@ -911,7 +911,8 @@ void check_gdn_prefill(CudaDevice& dev, bool quick) {
 
 // ---------------------------------------------------------------- attention prefill
 // tc: attention_prefill_tc (bf16 hi + lo operands on the tensor cores: ~2^-16 relative a product, so
-// its NMSE bound is 1e-9 instead of the fp32 kernel's 1e-10; the element bounds are the same)
+// its bounds are NMSE 1e-9 and |d| <= 2e-4 rms + 1e-4 |ref| instead of the fp32 kernel's 1e-10 and
+// 1e-5 rms: s22c measured NMSE <= 2.6e-11 and |d| up to 8.8e-5 rms at outputs near zero)
 void check_attention_prefill(CudaDevice& dev, bool quick, bool tc = false) {
   struct Case { int64_t nh, nkv, T, pos0; KvType kv; };
   std::vector<Case> cases = {{8, 8, 17, 0, KvType::F32},  {24, 4, 10, 5, KvType::BF16}, {16, 2, 65, 0, KvType::F32},
@@ -958,7 +959,7 @@ void check_attention_prefill(CudaDevice& dev, bool quick, bool tc = false) {
     record(std::string(tc ? "attention_prefill_tc" : "attention_prefill") + "[nh=" + std::to_string(c.nh) +
                ",nkv=" + std::to_string(c.nkv) + ",T=" + std::to_string(c.T) + ",pos0=" + std::to_string(c.pos0) +
                (c.kv == KvType::BF16 ? ",bf16]" : ",f32]") + " vs ops::attention",
-           compare(got.data(), ref.data(), ref.size(), 1e-5, 1e-4), tc ? 1e-9 : 1e-10);
+           compare(got.data(), ref.data(), ref.size(), tc ? 2e-4 : 1e-5, 1e-4), tc ? 1e-9 : 1e-10);
     if (tc) {  // a row's result does not depend on the launch: a second run is bitwise the first
       poison(dev, dout);
       attention_prefill_tc(dev, dq.as<float>(), dk.get(), dv.get(), c.kv, c.T, c.pos0, c.nh, c.nkv, hd, scale, dout.as<float>());

@@ -158,16 +158,32 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   for (int tile = 0; tile < ntiles; ++tile) {
     const int j0 = tile * kKeys;
     __syncthreads();  // the previous tile's K / V reads are done (and Q is in, the first time)
-    for (int c = tid; c < kKeys * (kHd / 4); c += kWarps * 32) {
-      const int j = c / (kHd / 4), d4 = c % (kHd / 4);
-      float4 kx = make_float4(0.f, 0.f, 0.f, 0.f), vx = kx;
-      if (j0 + j < kv_len) {
-        const size_t e = (static_cast<size_t>(j0 + j) * nkv + kvh) * kHd + d4 * 4;
-        kx = load4<BF16>(k, e);
-        vx = load4<BF16>(v, e);
+    // 8 float4 of K and 8 of V a thread, all loaded before any is split and stored: a tile costs one
+    // L2 round trip, not eight (ptxas: no spills at 252 registers)
+    constexpr int kPer = kKeys * (kHd / 4) / (kWarps * 32), kBatch = 8;
+    static_assert(kPer % kBatch == 0, "whole batches");
+#pragma unroll
+    for (int b0 = 0; b0 < kPer; b0 += kBatch) {
+      float4 kx[kBatch], vx[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int c = tid + (b0 + u) * kWarps * 32, j = c / (kHd / 4), d4 = c % (kHd / 4);
+        // keys past the cache read its last key (no branch around the loads) and are zeroed below
+        const size_t e = (static_cast<size_t>(min(j0 + j, kv_len - 1)) * nkv + kvh) * kHd + d4 * 4;
+        kx[u] = load4<BF16>(k, e);
+        vx[u] = load4<BF16>(v, e);
       }
-      store_split4(kx, kh_s + j * kStride + d4 * 4, kl_s + j * kStride + d4 * 4);
-      store_split4(vx, vh_s + j * kStride + d4 * 4, vl_s + j * kStride + d4 * 4);
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int j = (tid + (b0 + u) * kWarps * 32) / (kHd / 4);
+        if (j0 + j >= kv_len) kx[u] = vx[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int c = tid + (b0 + u) * kWarps * 32, j = c / (kHd / 4), d4 = c % (kHd / 4);
+        store_split4(kx[u], kh_s + j * kStride + d4 * 4, kl_s + j * kStride + d4 * 4);
+        store_split4(vx[u], vh_s + j * kStride + d4 * 4, vl_s + j * kStride + d4 * 4);
+      }
     }
     __syncthreads();
     if (j0 > warp_last) continue;  // warp-uniform: no key of this tile is visible to the warp's rows
