@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Session 22, last device call: where a decode step's time goes now, for issue 6's note — ncu
+# per-kernel times of one 1-token step at the 27B and 35B-A3B geometries with warm caches (as in a
+# real step; NCU_CACHE=none), the engine's defaults (no graph: ncu serialises launches) — and ncu of
+# one attention_prefill_tc launch at the 27B heads (stall reasons, for the next version). LIMIT 230.
+LIMIT_DEFAULT=230 . tools/cuda/call_prelude.sh
+export PROMPT=64 GEN=16 NOGRAPH= TAG=s22d NCU_CACHE=none
+left 100 && timeout 110 bash tools/cuda/engine_run.sh b27 2>&1 | grep -v "^memory"; pack
+left 80 && timeout 90 bash tools/cuda/engine_run.sh b35 2>&1 | grep -v "^memory"; pack
+left 25 && { timeout 25 ncu --clock-control none -k regex:attention_prefill_tc -s 2 -c 1 --section SpeedOfLight --section WarpStateStats \
+  --section SchedulerStats --section Occupancy $B/mere_prefill_check --only attn >$OUT/ncu-attn-tc.txt 2>&1
+  grep -E "Duration|Issued Warp|Warp Cycles Per Issued|Achieved Active|Registers Per|Stall|cycles being stalled" $OUT/ncu-attn-tc.txt | head; pack; }
+echo "total $((SECONDS-t0))s"; pack
