@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 22, first device call: session 21's planned s21d.sh (which never ran: 6 refused starts) on
+# Session 22, first device call: session 21's planned s21d.sh (which never ran: 6 refused starts; it is
+# removed, this holds its steps) on
 # binaries of session 22 — the checks of the whole-tile grid (MERE_CUDA_WS_GRID=auto, opt-in until
 # this runs) and of gdn_prefill_tc without acc2, engine_check on the defaults (the fused SwiGLU and
 # the grouped ws launches), ab27 / ab35 (WS_GRID=auto vs SWIGLU=separate vs WS_GRID=streamk) and the

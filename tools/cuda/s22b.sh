@@ -4,6 +4,8 @@
 # (every variant bitwise the register kernel, then each at the 35B-A3B shapes), engine_check with deep,
 # ab35 (tight vs deep vs deep3, whole-tile grid now the default), ncu of deep's gate_up, then the 5-rep
 # receipts b27 and b35 (b35 on the variant with the best median ab35 prefill). LIMIT 420.
+# Ran on binaries of c14a582; deep / deep3 were removed after it (no engine gain), so the engine now
+# refuses MERE_CUDA_MOE_STREAM=deep with an error naming the switch: this is a record of what ran.
 LIMIT_DEFAULT=420 . tools/cuda/call_prelude.sh
 timeout -k 10 90 $B/mere_prefill_check --only moe --json $OUT/moe.json >$OUT/moe.log 2>&1; rc=$?; echo "moe rc=$rc $((SECONDS-t0))s"
 grep -E "FAIL|checks|moe_stream.*E=256" $OUT/moe.log | head -30; pack
