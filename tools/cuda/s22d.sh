@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 22, last device call: where a decode step's time goes now, for issue 6's note — ncu
+# Session 22's last planned device call — NOT RUN: too little device time was left to start a machine
+# (the next session may run it first on binaries rebuilt from HEAD). Where a decode step's time goes now, for issue 6's note — ncu
 # per-kernel times of one 1-token step at the 27B and 35B-A3B geometries with warm caches (as in a
 # real step; NCU_CACHE=none), the engine's defaults (no graph: ncu serialises launches) — and ncu of
 # one attention_prefill_tc launch at the 27B heads (stall reasons, for the next version). LIMIT 230.
