@@ -107,11 +107,16 @@ MoePrefill moe_prefill_mode() {
 bool attn_prefill_tc() { return env_choice("MERE_CUDA_ATTN_PREFILL", {"tc", "simt"}) != 1; }
 
 // MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): tight (128
-// registers, 4 blocks an SM; the default since session 13), regs or ring; bitwise the same results.
+// registers, 4 blocks an SM; the default since session 13), regs, ring, or the persistent chain /
+// chain3 (session 22, opt-in until a GPU has checked and measured them); bitwise the same results.
 // (Session 22's deep / deep3 loads were measured and removed: docs/cuda-kernels.md "MoE prefill v2d".)
 MoeStreamLoads moe_stream_loads() {
-  const int v = env_choice("MERE_CUDA_MOE_STREAM", {"tight", "regs", "ring"});
-  return v == 1 ? MoeStreamLoads::Registers : v == 2 ? MoeStreamLoads::Ring : MoeStreamLoads::Tight;
+  const int v = env_choice("MERE_CUDA_MOE_STREAM", {"tight", "regs", "ring", "chain", "chain3"});
+  return v == 1   ? MoeStreamLoads::Registers
+         : v == 2 ? MoeStreamLoads::Ring
+         : v == 3 ? MoeStreamLoads::Chain
+         : v == 4 ? MoeStreamLoads::Chain3
+                  : MoeStreamLoads::Tight;
 }
 
 
