@@ -324,6 +324,17 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) moe_stream_chain_kernel(cons
   stream_chain<PAIR>(a, items, nrb);
 }
 
+// blocks of moe_stream_chain_kernel<PAIR, BLOCKS> resident on an SM (asked once)
+template <bool PAIR, int BLOCKS>
+int chain_blocks_per_sm() {
+  static const int n = [] {
+    int v = 0;
+    MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, moe_stream_chain_kernel<PAIR, BLOCKS>, kThreads, 0));
+    return v;
+  }();
+  return n;
+}
+
 // shared-memory ring: 48 KB a block; held to 3 blocks an SM (168 registers) without spills
 template <bool PAIR>
 __global__ void __launch_bounds__(kThreads, 3) moe_stream_ring_kernel(const Args a) {
@@ -364,8 +375,7 @@ void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1
   if (loads == MoeStreamLoads::Chain || loads == MoeStreamLoads::Chain3) {  // the resident blocks walk the items
     const bool four = loads == MoeStreamLoads::Chain;
     auto* fn = four ? &moe_stream_chain_kernel<PAIR, 4> : &moe_stream_chain_kernel<PAIR, 3>;
-    int per_sm = 0;
-    MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kThreads, 0));
+    const int per_sm = four ? chain_blocks_per_sm<PAIR, 4>() : chain_blocks_per_sm<PAIR, 3>();
     const int64_t items = static_cast<int64_t>(grid.x) * grid.y;
     MERE_CHECK(per_sm >= 1 && items < (int64_t{1} << 31), "cuda moe_stream", "the persistent kernel: ", per_sm,
                " blocks an SM, ", items, " (tile, row block) items");
