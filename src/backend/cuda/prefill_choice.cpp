@@ -173,19 +173,23 @@ bool PrefillGemmChoices::grouped(const WgemmOut* outs, int n, WsGrid* grid) cons
   return false;
 }
 
-WsGrid PrefillGemmChoices::grid(const QWeightView& W) const {
+const PrefillGemmChoice* PrefillGemmChoices::record(const QWeightView& W) const {
   for (const PrefillGemmChoice& c : records_)
-    if (c.rows == W.rows && c.cols == W.cols) return c.grid;
-  return WsGrid::StreamK;
+    if (c.rows == W.rows && c.cols == W.cols) return &c;
+  return nullptr;
+}
+
+WsGrid PrefillGemmChoices::grid(const QWeightView& W) const {
+  const PrefillGemmChoice* c = record(W);
+  return c != nullptr ? c->grid : WsGrid::StreamK;
 }
 
 bool PrefillGemmChoices::ws(const CudaDevice& dev, const QWeightView& W) const {
   // a shape is measured on its first supported matrix; another of the same shape may still be one the
   // ws GEMM cannot read (MERE_CUDA_QMATVEC=mma uploads dense matrices tiled, the experts stay MLX)
   if (!wgemm_supported(dev, W)) return false;
-  for (const PrefillGemmChoice& c : records_)
-    if (c.rows == W.rows && c.cols == W.cols) return c.ws;
-  return false;
+  const PrefillGemmChoice* c = record(W);
+  return c != nullptr && c->ws;
 }
 
 std::string PrefillGemmChoices::summary() const {

@@ -66,6 +66,7 @@ class PrefillGemmChoices {
   std::string summary() const;
 
  private:
+  const PrefillGemmChoice* record(const QWeightView& W) const;  // W's shape's record, or null
   std::vector<PrefillGemmChoice> records_;
   std::vector<PrefillGroupChoice> groups_;
   bool any_grouped_ = false;
