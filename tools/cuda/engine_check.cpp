@@ -479,6 +479,43 @@ void env_pair(const std::string& root, const std::string& name, const std::strin
   }
 }
 
+// A prompt pass (64 tokens: the tensor-core prefill) of the engine loaded with `var` unset against
+// `var`=`value`: every row's logits and hidden state bitwise (prefill switches that must not change a
+// bit, such as MERE_CUDA_PREFILL_GLUE), then 16 decode steps after it. The prefill switches are read
+// when an engine's first prompt allocates its scratch, so each run holds its setting throughout.
+void prefill_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
+                  const char* value, const std::string& ids_from = "") {
+  const auto a = Qwen35Model::load(dir, "cuda"), b = Qwen35Model::load(dir, "cuda");
+  const auto ids = read_ids(root + "/tests/data/mtp/" + (ids_from.empty() ? name : ids_from) + "/input_ids.json");
+  const int64_t V = a->config().vocab_size, H = a->config().hidden_size, T = static_cast<int64_t>(ids.size()) - 16;
+  auto run = [&](const Qwen35Model& m, std::vector<float>& hid) {
+    std::vector<float> lg(static_cast<size_t>((T + 16) * V));
+    hid.resize(static_cast<size_t>(T * H));
+    SequenceMemory mem = m.new_memory();
+    m.forward(ids.data(), T, mem, hid.data(), lg.data(), LogitsMode::All);
+    for (int64_t t = 0; t < 16; ++t)
+      m.forward(ids.data() + T + t, 1, mem, nullptr, lg.data() + (T + t) * V, LogitsMode::All);
+    return lg;
+  };
+  std::vector<float> ha, hb, la, lb;
+  {
+    ScopedEnv e(var, nullptr);
+    la = run(*a, ha);
+  }
+  {
+    ScopedEnv e(var, value);
+    lb = run(*b, hb);
+  }
+  const LogitDiff d = logit_diff(la.data(), lb.data(), T + 16, V);
+  const bool hidden_equal = std::memcmp(ha.data(), hb.data(), ha.size() * 4) == 0;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%lld-token prompt + 16 steps: %lld/%lld rows bitwise equal (max|d| %.3g), hidden %s",
+                (long long)T, (long long)d.bitwise_rows, (long long)(T + 16), d.max_abs,
+                hidden_equal ? "bitwise equal" : "DIFFER");
+  report(d.finite && d.bitwise_rows == T + 16 && hidden_equal,
+         name + " prefill default vs " + var + "=" + value + ": logits and hidden bitwise", buf);
+}
+
 // MERE_CUDA_FUSE (fused producers + multi-matrix matvec + residual epilogue, the default) against
 // MERE_CUDA_FUSE=0 (the unfused launch sequence): the same arithmetic by construction.
 void fusion(const std::string& root, const std::string& name, const std::string& dir) {
@@ -506,6 +543,9 @@ int main(int argc, char** argv) {
     guarded(name + " attention gqa", [&] { attn_gqa(root, name); });
   }
   guarded("qwen35-moe-tiny fusion", [&] { fusion(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny"); });
+  guarded("qwen35-moe-tiny prefill glue", [&] {
+    prefill_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_PREFILL_GLUE", "separate");
+  });
   guarded("qwen35-moe-tiny routing in gate/up", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "separate");
   });
@@ -523,6 +563,7 @@ int main(int argc, char** argv) {
     write_synth_checkpoint(o);
     env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
+    prefill_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {
     QuantizeOptions q;
@@ -531,6 +572,7 @@ int main(int argc, char** argv) {
     q.force = true;
     quantize_checkpoint(q);
     fusion(root, "qwen35-dense-tiny", q.out_dir);
+    prefill_pair(root, "qwen35-dense-tiny", q.out_dir, "MERE_CUDA_PREFILL_GLUE", "separate");
   });
   std::printf("engine_check: %d checks, %d failed\n", g_checks, g_fail);
   return g_fail ? 1 : 0;

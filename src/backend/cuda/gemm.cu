@@ -487,12 +487,14 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(const int32_t* _
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, int64_t ldy, const int32_t* __restrict__ pair_row,
-                                   const float* __restrict__ w, int T, int k, int N, float* __restrict__ out, bool accumulate) {
+                                   const float* __restrict__ w, int T, int k, int N, float* __restrict__ out, bool accumulate,
+                                   const float* __restrict__ shared, const float* __restrict__ sg) {
   pdl_begin();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(T) * N) return;
   const int64_t t = i / N, n = i - t * N;
-  float s = accumulate ? out[i] : 0.0f;
+  // the shared expert's term first, as k::moe_combine with no routed experts writes it: fma(g, s, 0)
+  float s = shared != nullptr ? __fmaf_rn(k::sigmoid(sg[t]), shared[i], 0.0f) : accumulate ? out[i] : 0.0f;
   for (int j = 0; j < k; ++j) s = fmaf(w[t * k + j], y[static_cast<int64_t>(pair_row[t * k + j]) * ldy + n], s);
   out[i] = s;
 }
@@ -682,11 +684,12 @@ void moe_sort_pairs(CudaDevice& dev, const int32_t* ids, int64_t T, int64_t k, i
 }
 
 void moe_combine(CudaDevice& dev, const float* y, int64_t ldy, const int32_t* pair_row, const float* w, int64_t T,
-                 int64_t k, int64_t N, float* out, bool accumulate) {
+                 int64_t k, int64_t N, float* out, bool accumulate, const float* shared, const float* sg) {
+  MERE_CHECK((shared == nullptr) == (sg == nullptr), "cuda moe_combine", "the shared expert needs both its output and its gate");
   DeviceGuard guard(dev.ordinal());
   const int64_t n = T * N;
   launch("moe_combine_kernel", moe_combine_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, dev.stream(), y,
-         ldy, pair_row, w, static_cast<int>(T), static_cast<int>(k), static_cast<int>(N), out, accumulate);
+         ldy, pair_row, w, static_cast<int>(T), static_cast<int>(k), static_cast<int>(N), out, accumulate, shared, sg);
 }
 
 }  // namespace mere::cuda

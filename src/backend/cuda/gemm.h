@@ -66,7 +66,11 @@ void qgemm_grouped(CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne,
 void moe_sort_pairs(CudaDevice& dev, const int32_t* ids, int64_t T, int64_t k, int64_t E, int32_t* offsets,
                     int32_t* row_token, int32_t* pair_row);
 // out[t] (+)= sum_j w[t, j] * y[pair_row[t*k + j]] over j in order. y: [P, N] (ldy); out: [T, N].
+// With the shared expert (shared: [T, N], sg: [T] its gate logits; accumulate ignored) the chain starts
+// from fma(sigmoid(sg[t]), shared[t], 0) instead: bitwise k::moe_combine with no routed experts
+// followed by this launch accumulating, in one launch.
 void moe_combine(CudaDevice& dev, const float* y, int64_t ldy, const int32_t* pair_row, const float* w, int64_t T,
-                 int64_t k, int64_t N, float* out, bool accumulate);
+                 int64_t k, int64_t N, float* out, bool accumulate, const float* shared = nullptr,
+                 const float* sg = nullptr);
 
 }  // namespace mere::cuda

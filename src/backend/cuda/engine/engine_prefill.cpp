@@ -59,6 +59,8 @@ struct CudaEngine::Prefill {
   int64_t rows = 0, ws_floats = 0, xq_elems = 0;
   bool generic_attn = false;  // head_dim != 256 or > 8 query heads a KV head: the engine's split kernel
   bool attn_tc = true;        // MERE_CUDA_ATTN_PREFILL: attention_prefill_tc (default) or the SIMT kernel
+  bool glue = true;           // MERE_CUDA_PREFILL_GLUE: producers write the GEMMs' bf16 X (default)
+  int64_t xn_cols = -1;       // xq holds xn prepared (its width) since the last norm, else -1
   float *x, *xn, *o, *h, *ws;
   // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_prefill or the engine's generic
   // kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4 and tc: the
@@ -105,6 +107,12 @@ MoePrefill moe_prefill_mode() {
 // MERE_CUDA_ATTN_PREFILL: tc (the default since session 22: attention_prefill_tc, FlashAttention-2 on
 // mma.sync with bf16 hi + lo operands) or simt (the fp32 SIMT kernel of session 8).
 bool attn_prefill_tc() { return env_choice("MERE_CUDA_ATTN_PREFILL", {"tc", "simt"}) != 1; }
+
+// MERE_CUDA_PREFILL_GLUE: fused (the default since session 23) lets the producers of a GEMM input
+// (the RMSNorms, the gated RMSNorm, the attention's sigmoid gate) write its bf16 X themselves, and
+// combines the shared and the routed experts in one launch; separate runs qgemm_prepare_x and the
+// two combine launches as before. Bitwise the same either way (engine_check pairs them).
+bool prefill_glue_fused() { return env_choice("MERE_CUDA_PREFILL_GLUE", {"fused", "separate"}) != 1; }
 
 // MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): tight (128
 // registers, 4 blocks an SM; the default since session 13), regs, ring, or the persistent chain /
@@ -245,6 +253,7 @@ void CudaEngine::alloc_prefill() {
   p->gdn_form = gdn_form;
   p->generic_attn = generic_attn;
   p->attn_tc = attn_prefill_tc();
+  p->glue = prefill_glue_fused();
   p->ws_floats = ws;
   p->xq_elems = xq;
   if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma || mode == PrefillMode::Auto) && max_weights > 0)
@@ -347,15 +356,15 @@ void CudaEngine::prefill_attention(const DAttn& a, float* kc, float* vc, int64_t
   const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
   cudaStream_t s = dev_.stream();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  gemm_shared({{&a.q, p.qg}, {&a.k, p.kk}, {&a.v, p.vv}}, p.xn, T);
+  gemm_shared({{&a.q, p.qg}, {&a.k, p.kk}, {&a.v, p.vv}}, p.xn, T, p.xn_cols);
   k::attn_prepare(s, p.qg, p.kk, p.vv, a.q_norm, a.k_norm, p.pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
                   static_cast<float>(cfg_.rms_norm_eps), p.q, kc, vc);
   if (!p.generic_attn)
     (p.attn_tc ? attention_prefill_tc : attention_prefill)(dev_, p.q, kc, vc, KvType::F32, T, pos0, nh, nkv, hd, scale,
                                                            p.att);
   else k::attention(s, p.q, kc, vc, p.pos, T, nh, nkv, hd, scale, kSpans, p.aws, p.att);
-  k::sigmoid_gate(s, p.att, p.qg, T, nh, hd);
-  gemm_shared({{&a.o, out}}, p.att, T);
+  const bool gated_xq = k::sigmoid_gate(s, p.att, p.qg, T, nh, hd, p.glue ? p.xq : nullptr);
+  gemm_shared({{&a.o, out}}, p.att, T, gated_xq ? nh * hd : -1);
 }
 
 void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_t T, float* out) {
@@ -363,7 +372,7 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
   const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel, Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim;
   const int64_t Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
   cudaStream_t s = dev_.stream();
-  gemm_shared({{&g.qkv, p.raw}, {&g.z, p.z}, {&g.b, p.gb}, {&g.a, p.ga}}, p.xn, T);
+  gemm_shared({{&g.qkv, p.raw}, {&g.z, p.z}, {&g.b, p.gb}, {&g.a, p.ga}}, p.xn, T, p.xn_cols);
   k::conv_silu_rows(s, st.conv(li), g.conv, p.raw, T, C, K, p.mixed);
   k::gdn_prepare(s, p.mixed, p.ga, p.gb, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, p.gq, p.gk, p.gv, p.gg, p.gbeta);
   float* const S = st.S(li);
@@ -383,8 +392,9 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
       else k::gdn_generic(s, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
       break;
   }
-  k::gated_rms_norm(s, p.core, p.z, g.norm, T, Hv, Dv, static_cast<float>(cfg_.rms_norm_eps), p.gout);
-  gemm_shared({{&g.out, out}}, p.gout, T);
+  const bool normed_xq = k::gated_rms_norm(s, p.core, p.z, g.norm, T, Hv, Dv, static_cast<float>(cfg_.rms_norm_eps),
+                                           p.gout, p.glue ? p.xq : nullptr);
+  gemm_shared({{&g.out, out}}, p.gout, T, normed_xq ? Hv * Dv : -1);
 }
 
 // out = down(silu(g) * u): a quantised down projection reads the product straight from the prepared X
@@ -409,12 +419,13 @@ void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
   cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size;
   if (!cfg_.is_moe) {
-    gemm_shared({{&L.mlp.gate, p.f1}, {&L.mlp.up, p.f2}}, p.xn, T);
+    gemm_shared({{&L.mlp.gate, p.f1}, {&L.mlp.up, p.f2}}, p.xn, T, p.xn_cols);
     swiglu_gemm(L.mlp.down, p.f1, p.f2, T, out);
     return;
   }
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, Ie = L.experts.gate.rows, P = T * K;
-  gemm_shared({{&L.router, p.rlog}, {&L.shared_gate, p.sg}, {&L.shared.gate, p.f1}, {&L.shared.up, p.f2}}, p.xn, T);
+  gemm_shared({{&L.router, p.rlog}, {&L.shared_gate, p.sg}, {&L.shared.gate, p.f1}, {&L.shared.up, p.f2}}, p.xn, T,
+              p.xn_cols);
   k::moe_route(s, p.rlog, T, E, K, cfg_.norm_topk_prob, p.ridx, p.rw);
   swiglu_gemm(L.shared.down, p.f1, p.f2, T, p.sh);
   const DMlp& X = L.experts;
@@ -452,6 +463,10 @@ void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
   else if (stream) moe_stream(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H, moe_stream_loads());
   else qgemm_grouped(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H);
   // out = sigmoid(sg) * shared, then += sum_j w[t, j] * y[pair (t, j)] in slot order
+  if (p.glue) {
+    moe_combine(dev_, p.ey, H, p.pair_row, p.rw, T, K, H, out, false, p.sh, p.sg);
+    return;
+  }
   k::moe_combine(s, nullptr, p.rw, p.sh, p.sg, T, 0, H, out);
   moe_combine(dev_, p.ey, H, p.pair_row, p.rw, T, K, H, out, true);
 }
@@ -473,16 +488,24 @@ void CudaEngine::prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_
     k::embed(s, embed_, p.ids, Tc, p.x);
     if (p.blas) p.blas->begin_pass();
     // each residual add runs fused with the RMSNorm after it (add_rms_norm: bitwise add, then norm)
-    k::rms_norm(s, p.x, H, layers_.front().input_norm, Tc, H, eps, p.xn, H);
+    // x += add (when not null); xn = rmsnorm(x) * w, with xq = xn's bf16 X where the glue is fused
+    auto norm = [&](const float* add, const float* w) {
+      p.xn_cols = p.glue && k::rms_norm_xq(s, p.x, add, w, Tc, H, eps, p.xn, p.xq) ? H : -1;
+      if (p.xn_cols >= 0) return;
+      if (add) k::add_rms_norm(s, p.x, add, w, Tc, H, eps, p.xn);
+      else k::rms_norm(s, p.x, H, w, Tc, H, eps, p.xn, H);
+    };
+    norm(nullptr, layers_.front().input_norm);
     for (size_t li = 0; li < layers_.size(); ++li) {
       const DLayer& L = layers_[li];
       if (L.kind == LayerKind::Full) prefill_attention(L.attn, st.k(L.index), st.v(L.index), Tc, pos0 + c0, p.o);
       else prefill_gdn(L.gdn, st, L.index, Tc, p.o);
-      k::add_rms_norm(s, p.x, p.o, L.post_norm, Tc, H, eps, p.xn);
+      norm(p.o, L.post_norm);
       prefill_ffn(L, Tc, p.o);
-      if (li + 1 < layers_.size()) k::add_rms_norm(s, p.x, p.o, layers_[li + 1].input_norm, Tc, H, eps, p.xn);
+      if (li + 1 < layers_.size()) norm(p.o, layers_[li + 1].input_norm);
       else k::add(s, p.x, p.o, Tc * H);
     }
+    p.xn_cols = -1;
     const bool rows_all = hidden || all;
     if (rows_all) k::rms_norm(s, p.x, H, final_norm_, Tc, H, eps, p.h, H);
     else if (final_chunk && (last || argmax_out))

@@ -390,14 +390,17 @@ void launch_gqa_g(int G, cudaStream_t s, dim3 grid, const float* q, const float*
   }
 }
 
-__global__ void sigmoid_gate_kernel(float* out, const float* qg, int nh, int hd, int64_t n) {
+// xq (prefill, nullable): the gated values also go to the o projection's bf16 X (xq_store)
+__global__ void sigmoid_gate_kernel(float* out, const float* qg, int nh, int hd, int64_t n, uint16_t* xq) {
   pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const int64_t row = i / hd;  // (t, h)
   const int d = static_cast<int>(i % hd);
   const float gate = qg[row * 2 * hd + hd + d];
-  out[i] = __fmul_rn(out[i], sigmoid(gate));
+  const float v = __fmul_rn(out[i], sigmoid(gate));
+  out[i] = v;
+  if (xq) xq_store(xq, i, v);
 }
 
 }  // namespace
@@ -446,10 +449,12 @@ void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float*
   launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, inh, static_cast<int>(hd), spans, out);
 }
 
-void sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_t nh, int64_t hd) {
+bool sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_t nh, int64_t hd, uint16_t* xq) {
   const int64_t n = T * nh * hd;
+  if ((nh * hd) % 8 != 0) xq = nullptr;
   launch("sigmoid_gate_kernel", sigmoid_gate_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, s, out, qg,
-         static_cast<int>(nh), static_cast<int>(hd), n);
+         static_cast<int>(nh), static_cast<int>(hd), n, xq);
+  return xq != nullptr;
 }
 
 }  // namespace mere::cuda::k

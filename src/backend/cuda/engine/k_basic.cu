@@ -103,11 +103,14 @@ __global__ void __launch_bounds__(kNormThreads)
 // cluster barrier (every block has read x before any block writes it), writes x, y and the
 // prepared input of its own groups [ng*b/nb, ng*(b+1)/nb) only. v1 prepared a 5120-wide row with
 // one block of 256 threads: ~8 us a launch, 1.03 ms of a 27B decode step (ncu, session 8).
+// XQ (prefill): y is also written rounded to bf16 into xq [T, n] in qgemm_prepare_x's layout (each 8
+// columns as {0,4,1,5,2,6,3,7}; the same round-to-nearest), so the GEMMs of this input need no
+// prepare launch: bitwise rms_norm then qgemm_prepare_x.
 constexpr int kNormMaxV4 = 8;  // n <= 8192
-template <int PREP>
+template <int PREP, bool XQ = false>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_v4_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
-                       float eps, float* y, int64_t ys, prep::Layout L) {
+                       float eps, float* y, int64_t ys, prep::Layout L, uint16_t* __restrict__ xq) {
   pdl_begin_producer(L.early);
   float4* xr = reinterpret_cast<float4*>(x + blockIdx.x * xs);
   float4* yr = reinterpret_cast<float4*>(y + blockIdx.x * ys);
@@ -152,6 +155,10 @@ __global__ void __launch_bounds__(kNormThreads)
       o.z = __fmul_rn(__fmul_rn(v[k].z, r), wv.z);
       o.w = __fmul_rn(__fmul_rn(v[k].w, r), wv.w);
       yr[i] = o;
+      if constexpr (XQ) {  // unit i = columns 4i..4i+3: half (i & 1) of group i / 2, slots 2j + half
+        uint16_t* q = xq + static_cast<int64_t>(blockIdx.x) * n + 8 * (i >> 1) + (i & 1);
+        q[0] = bf16_bits(o.x), q[2] = bf16_bits(o.y), q[4] = bf16_bits(o.z), q[6] = bf16_bits(o.w);
+      }
     }
   }
   prepare_tail<PREP>(reinterpret_cast<const float*>(yr), L, 4 * u0, 4 * u1);
@@ -308,7 +315,8 @@ void launch_norm(cudaStream_t s, float* x, int64_t xs, const float* add, const f
   const unsigned nb = PREP != 0 && T <= 16 && n % 64 == 0 && n / 64 >= 8 ? 8u : 1u;
   if (norm_v4_ok(x, xs, add, w, n, y, ys))
     launch_cluster("rms_norm_v4_kernel", &rms_norm_v4_kernel<PREP>, dim3(static_cast<unsigned>(T), nb),
-                   dim3(kNormThreads), dim3(1, nb, 1), 0, s, x, xs, add, w, static_cast<int>(n), eps, y, ys, L);
+                   dim3(kNormThreads), dim3(1, nb, 1), 0, s, x, xs, add, w, static_cast<int>(n), eps, y, ys, L,
+                   nullptr);
   else
     launch("rms_norm_kernel", &rms_norm_kernel<PREP>, static_cast<unsigned>(T), kNormThreads, 0, s, x, xs, add, w,
            static_cast<int>(n), eps, y, ys, L);
@@ -331,6 +339,14 @@ void rms_norm_prep(cudaStream_t s, float* x, const float* add, const float* w, i
   const prep::Layout L = prep::producer_layout(ws, T, n, bits);
   if (bits == 4) launch_norm<4>(s, x, n, add, w, T, n, eps, y, n, L);
   else launch_norm<8>(s, x, n, add, w, T, n, eps, y, n, L);
+}
+
+bool rms_norm_xq(cudaStream_t s, float* x, const float* add, const float* w, int64_t T, int64_t n, float eps, float* y,
+                 uint16_t* xq) {
+  if (!norm_v4_ok(x, n, add, w, n, y, n) || n % 8 != 0) return false;
+  launch("rms_norm_v4_kernel (bf16 X)", &rms_norm_v4_kernel<0, true>, dim3(static_cast<unsigned>(T), 1u),
+         dim3(kNormThreads), 0, s, x, n, add, w, static_cast<int>(n), eps, y, n, prep::Layout{}, xq);
+  return true;
 }
 
 void add(cudaStream_t s, float* x, const float* y, int64_t n) {

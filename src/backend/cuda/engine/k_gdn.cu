@@ -156,7 +156,7 @@ constexpr int kWarpNormRows = 16;
 template <bool kWide>
 __global__ void __launch_bounds__(kUnitThreads)
     gated_rms_norm_warp_kernel(const float* __restrict__ x, const float* __restrict__ z, const float* __restrict__ w,
-                               int64_t units, int Dv, float eps, float* __restrict__ y) {
+                               int64_t units, int Dv, float eps, float* __restrict__ y, uint16_t* __restrict__ xq) {
   pdl_begin();
   const int lane = threadIdx.x & 31;
   const int64_t unit = static_cast<int64_t>(blockIdx.x) * (kUnitThreads / 32) + (threadIdx.x >> 5);
@@ -173,9 +173,15 @@ __global__ void __launch_bounds__(kUnitThreads)
   for (int c = 0; c < kFormerWarps; ++c) {
     const int i0 = c * 32 + lane;
     if constexpr (kWide) {
-      for (int i = i0; i < Dv; i += kPrepThreads) yr[i] = __fmul_rn(__fmul_rn(w[i], __fmul_rn(xr[i], r)), silu(zr[i]));
+      for (int i = i0; i < Dv; i += kPrepThreads) {
+        const float v = __fmul_rn(__fmul_rn(w[i], __fmul_rn(xr[i], r)), silu(zr[i]));
+        yr[i] = v;
+        if (xq) xq_store(xq, unit * Dv + i, v);
+      }
     } else if (i0 < Dv) {
-      yr[i0] = __fmul_rn(__fmul_rn(w[i0], __fmul_rn(xv[c], r)), silu(zv[c]));
+      const float v = __fmul_rn(__fmul_rn(w[i0], __fmul_rn(xv[c], r)), silu(zv[c]));
+      yr[i0] = v;
+      if (xq) xq_store(xq, unit * Dv + i0, v);
     }
   }
 }
@@ -377,19 +383,21 @@ void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const
          static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), static_cast<int>(Dk), static_cast<int>(Dv), o);
 }
 
-void gated_rms_norm(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
-                    int64_t Dv, float eps, float* y) {
+bool gated_rms_norm(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
+                    int64_t Dv, float eps, float* y, uint16_t* xq) {
   if (T >= kWarpNormRows) {  // prefill: a warp per (row, head)
     const int64_t units = T * Hv;
     const unsigned blocks = static_cast<unsigned>((units + kUnitThreads / 32 - 1) / (kUnitThreads / 32));
+    if (Dv % 8 != 0) xq = nullptr;  // a group of 8 columns must not straddle two heads' units
     launch("gated_rms_norm_warp_kernel",
            Dv > kPrepThreads ? &gated_rms_norm_warp_kernel<true> : &gated_rms_norm_warp_kernel<false>, blocks,
-           kUnitThreads, 0, s, x, z, w, units, static_cast<int>(Dv), eps, y);
-    return;
+           kUnitThreads, 0, s, x, z, w, units, static_cast<int>(Dv), eps, y, xq);
+    return xq != nullptr;
   }
   dim3 grid(static_cast<unsigned>(Hv), static_cast<unsigned>(T));
   launch("gated_rms_norm_kernel", &gated_rms_norm_kernel<0>, grid, kPrepThreads, 0, s, x, z, w, static_cast<int>(Hv),
          static_cast<int>(Dv), eps, y, prep::Layout{});
+  return false;
 }
 
 void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,

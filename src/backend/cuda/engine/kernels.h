@@ -22,6 +22,13 @@ void rms_norm(cudaStream_t s, const float* x, int64_t xs, const float* w, int64_
 // x[t] += o[t]; y[t] = rmsnorm(x[t]) * w (bitwise add then rms_norm; one launch)   x, o, y: [T, n]
 void add_rms_norm(cudaStream_t s, float* x, const float* o, const float* w, int64_t T, int64_t n, float eps, float* y);
 
+// Prefill: x += add (when add is not null); y = rmsnorm(x) * w; xq = y rounded to bf16 in
+// qgemm_prepare_x's layout (gemm.h), bitwise the unfused pair, in one launch. false (nothing
+// launched) where the vectorised norm does not apply (alignment, n % 8): the caller runs the pair.
+// x, add, y: [T, n] f32; xq: [T, n] bf16
+bool rms_norm_xq(cudaStream_t s, float* x, const float* add, const float* w, int64_t T, int64_t n, float eps, float* y,
+                 uint16_t* xq);
+
 // ---- producers fused with qmatvec's prepare step (qmatvec_prep.cuh) ----
 // Each writes `ws` (qmatvec_workspace_floats(T, width, bits), bits 4 or 8, width % 64 == 0) bitwise
 // as its unfused kernel followed by qmatvec_prepare of its output would, in one launch.
@@ -82,8 +89,10 @@ void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const
                  const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);
 // y = w * rmsnorm(x) * silu(z) per (row, head)   x, z, y: [T, Hv, Dv]; w: [Dv]
 // (T >= 16: a warp per (row, head); fewer rows: a 128-thread block each, as gated_rms_norm_prep; same bits)
-void gated_rms_norm(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
-                    int64_t Dv, float eps, float* y);
+// xq (null: none): as sigmoid_gate's, written only by the prefill form (T >= 16, Dv % 8 == 0); returns
+// whether it was.                                       xq: [T, Hv * Dv] bf16
+bool gated_rms_norm(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
+                    int64_t Dv, float eps, float* y, uint16_t* xq = nullptr);
 
 // ---- full attention ----
 // Per head: q = rope(rmsnorm(qg[q part]) * q_norm) -> q: [T, nh, hd]; k = rope(rmsnorm(k) * k_norm)
@@ -105,8 +114,11 @@ void attention(cudaStream_t s, const float* q, const float* kc, const float* vc,
 bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd);
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
                    int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
-// out[t, h, :] *= sigmoid(qg[t, h, 1, :])
-void sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_t nh, int64_t hd);
+// out[t, h, :] *= sigmoid(qg[t, h, 1, :]). xq (prefill; null: none): the result also rounded to bf16
+// in qgemm_prepare_x's layout (gemm.h), bitwise that launch after this one; returns whether xq was
+// written (needs nh * hd % 8 == 0).                   out: [T, nh, hd]; xq: [T, nh * hd] bf16
+bool sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_t nh, int64_t hd,
+                  uint16_t* xq = nullptr);
 
 // ---- MoE ----
 // Softmax over E router logits, top K (lowest index first on ties), optionally renormalised; a warp
