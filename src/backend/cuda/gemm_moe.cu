@@ -61,42 +61,26 @@ struct Buf {
   uint32_t s[2][2], b[2][2];
 };
 
-// How run() keeps bytes in flight: two register buffers (kRegs), the cp.async ring (kRing), or
-// kRegs plus an L2 prefetch of the warp's next item's first spans (kChain, the persistent kernel).
-enum Mode { kRegs, kRing, kChain };
-
-// kChain: the warp's item after this one (its expert and first row; this item's when there is none).
-struct Chain {
-  int expert, rb;
-};
-
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
 // RING: the codes and scale words go global -> shared by cp.async through a kStages-deep ring of
 // this lane's own slots (each lane reads back only what it copied, so cp.async.wait_group alone
 // orders it: no barrier), which keeps ~3 spans in flight without holding them in registers.
-template <bool PAIR, int NT, int MODE>
-__device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int rb, int lane, uint4* ring, Chain& ch) {
+template <bool PAIR, int NT, bool RING>
+__device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int rb, int lane, uint4* ring) {
   const int g = lane >> 2, c = lane & 3;
   const int K = a.K, nspan = K / kSpan, groups = K / 64;
-  // this lane's rows g (h = 0) and g + 8 (h = 1) of each m-tile of expert ee's rows from rbb; Ne % 16
-  // == 0, so a 16-row m-tile that starts inside the expert ends inside it; single: m-tile 1 past Ne
-  // repeats m-tile 0 unstored
-  auto rows = [&](int ee, int rbb, const uint8_t* (&cq)[2], const uint32_t* (&sq)[2], const uint32_t* (&bq)[2],
-                  int (&rq)[2]) {
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      rq[mt] = PAIR ? rbb : (rbb + 16 * mt < a.Ne ? rbb + 16 * mt : rbb);
-      const int64_t wr = static_cast<int64_t>(ee) * a.Ne + rq[mt] + g;
-      cq[mt] = a.codes[mt] + wr * (K / 2) + 16 * c;
-      sq[mt] = a.scales[mt] + wr * groups / 2;
-      bq[mt] = a.biases[mt] + wr * groups / 2;
-    }
-  };
+  // this lane's rows g (h = 0) and g + 8 (h = 1) of each m-tile; Ne % 16 == 0, so a 16-row m-tile
+  // that starts inside the expert ends inside it; single: m-tile 1 past Ne repeats m-tile 0 unstored
   const uint8_t* cp[2];
   const uint32_t *sp[2], *bp[2];
   int r0[2];
-  rows(e, rb, cp, sp, bp, r0);
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    r0[mt] = PAIR ? rb : (rb + 16 * mt < a.Ne ? rb + 16 * mt : rb);
+    const int64_t wr = static_cast<int64_t>(e) * a.Ne + r0[mt] + g;
+    cp[mt] = a.codes[mt] + wr * (K / 2) + 16 * c;
+    sp[mt] = a.scales[mt] + wr * groups / 2;
+    bp[mt] = a.biases[mt] + wr * groups / 2;
+  }
   const bool store1 = PAIR || rb + 16 < a.Ne;
   const int64_t code_h = int64_t{8} * (K / 2);  // bytes from row g to row g + 8
   const int sb_h = 8 * groups / 2;              // u32 words from row g to row g + 8
@@ -153,7 +137,7 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
     }
   };
 
-  if constexpr (MODE == kRing) {
+  if constexpr (RING) {
     auto issue = [&](int stage, int span) {  // span >= nspan: codes zero-filled (no read), words clamped
       const int sc = min(span, nspan - 1);
       const int bytes = span < nspan ? 16 : 0;
@@ -191,30 +175,10 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
     }
     cp_async_wait<0>();
   } else {
-    // kChain: ask the L2 for the warp's next item's first two spans (codes and words) while the last
-    // one or two of this item are computed, so that item's first loads are L2 hits
-    auto prefetch_next = [&] {
-      const uint8_t* pc[2];
-      const uint32_t *ps[2], *pb[2];
-      int pr[2];
-      rows(ch.expert, ch.rb, pc, ps, pb, pr);
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int sp_ = 0; sp_ < 2; ++sp_) {
-            const int sc = min(sp_, nspan - 1);
-            prefetch_l2(pc[mt] + h * code_h + 64 * sc);
-            if (c == 0) prefetch_l2(ps[mt] + h * sb_h + sc), prefetch_l2(pb[mt] + h * sb_h + sc);
-          }
-    };
     Buf A, B;
     load(A, 0);
     for (int span = 0; span < nspan; span += 2) {
       load(B, min(span + 1, nspan - 1));
-      if constexpr (MODE == kChain)
-        if (span + 2 >= nspan) prefetch_next();  // the last pass (warp-uniform)
       compute(A, span);
       if (span + 1 >= nspan) break;
       load(A, min(span + 2, nspan - 1));
@@ -240,18 +204,6 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
     }
 }
 
-// One (expert tile, row block) item with n-tile count dispatched at run time.
-template <bool PAIR, int MODE>
-__device__ __forceinline__ void run_item(const Args& a, const ExpertTile& t, int rb, int lane, uint4* ring, Chain& ch) {
-  const int m_end = min(t.m0 + kBT, t.m_end);
-  switch ((m_end - t.m0 + 7) / 8) {
-    case 1: run<PAIR, 1, MODE>(a, t.expert, t.m0, m_end, rb, lane, ring, ch); break;
-    case 2: run<PAIR, 2, MODE>(a, t.expert, t.m0, m_end, rb, lane, ring, ch); break;
-    case 3: run<PAIR, 3, MODE>(a, t.expert, t.m0, m_end, rb, lane, ring, ch); break;
-    default: run<PAIR, 4, MODE>(a, t.expert, t.m0, m_end, rb, lane, ring, ch); break;
-  }
-}
-
 template <bool PAIR, bool RING>
 __device__ __forceinline__ void stream_block(const Args& a, uint4* ring_base) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -260,44 +212,13 @@ __device__ __forceinline__ void stream_block(const Args& a, uint4* ring_base) {
   if (rb >= a.Ne) return;
   const ExpertTile t = find_expert_tile(a.offsets, a.E, blockIdx.x, kBT, lane);
   if (t.expert < 0) return;
+  const int m_end = min(t.m0 + kBT, t.m_end);
   uint4* ring = RING ? ring_base + warp * kStages * kSlots * 32 : nullptr;
-  Chain unused{};
-  run_item<PAIR, RING ? kRing : kRegs>(a, t, rb, lane, ring, unused);
-}
-
-// The persistent form (v2e): the grid is the resident blocks; block b takes the items (expert tile,
-// row block) b, b + gridDim.x, ... in turn (tile-major, so the empty tiles past the last expert are
-// the last items). A warp finds its next item's tile (a round trip to the offsets) before it runs
-// the current one, and asks the L2 for the next item's first two spans during the current one's
-// last, so no item waits for a block launch, the offsets or DRAM before its first products. The
-// products and their order are run()'s, so the results are bitwise the per-item kernels'.
-template <bool PAIR>
-__device__ __forceinline__ void stream_chain(const Args& a, int items, int nrb) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  constexpr int kRowsWarp = PAIR ? 16 : 32;
-  // the first item at or after `it` (stepping by the grid) in which this warp has rows, or -1
-  auto next = [&](int it, ExpertTile& t, int& rb) {
-    for (; it < items; it += static_cast<int>(gridDim.x)) {
-      const int tile = it / nrb;
-      rb = ((it - tile * nrb) * kWarps + warp) * kRowsWarp;
-      t = find_expert_tile(a.offsets, a.E, tile, kBT, lane);
-      if (t.expert < 0) return -1;  // past the last tile: so are all later items
-      if (rb < a.Ne) return it;
-    }
-    return -1;
-  };
-  ExpertTile t;
-  int rb = 0;
-  int it = next(static_cast<int>(blockIdx.x), t, rb);
-  if (it < 0) return;
-  for (;;) {
-    ExpertTile tn;
-    int rbn = 0;
-    const int itn = next(it + static_cast<int>(gridDim.x), tn, rbn);
-    Chain ch{itn >= 0 ? tn.expert : t.expert, itn >= 0 ? rbn : rb};  // none: prefetch this item again (L2 hits)
-    run_item<PAIR, kChain>(a, t, rb, lane, nullptr, ch);
-    if (itn < 0) break;
-    it = itn, t = tn, rb = rbn;
+  switch ((m_end - t.m0 + 7) / 8) {
+    case 1: run<PAIR, 1, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 2: run<PAIR, 2, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 3: run<PAIR, 3, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    default: run<PAIR, 4, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
   }
 }
 
@@ -314,25 +235,6 @@ template <bool PAIR>
 __global__ void __launch_bounds__(kThreads, 4) moe_stream_tight_kernel(const Args a) {
   pdl_begin();
   stream_block<PAIR, false>(a, nullptr);
-}
-
-// persistent (v2e): one launch of the resident blocks; BLOCKS an SM: 4 like tight (ptxas: 128
-// registers, ~500-800 bytes of spills) or 3 (168 registers, ~100-350 bytes, like tight's)
-template <bool PAIR, int BLOCKS>
-__global__ void __launch_bounds__(kThreads, BLOCKS) moe_stream_chain_kernel(const Args a, int items, int nrb) {
-  pdl_begin();
-  stream_chain<PAIR>(a, items, nrb);
-}
-
-// blocks of moe_stream_chain_kernel<PAIR, BLOCKS> resident on an SM (asked once)
-template <bool PAIR, int BLOCKS>
-int chain_blocks_per_sm() {
-  static const int n = [] {
-    int v = 0;
-    MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, moe_stream_chain_kernel<PAIR, BLOCKS>, kThreads, 0));
-    return v;
-  }();
-  return n;
 }
 
 // shared-memory ring: 48 KB a block; held to 3 blocks an SM (168 registers) without spills
@@ -372,19 +274,7 @@ void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1
   const int64_t rows_block = kWarps * (PAIR ? 16 : 32);
   const int64_t tiles = expert_tiles_max(P, E, kBT);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((Ne + rows_block - 1) / rows_block), 1);
-  if (loads == MoeStreamLoads::Chain || loads == MoeStreamLoads::Chain3) {  // the resident blocks walk the items
-    const bool four = loads == MoeStreamLoads::Chain;
-    auto* fn = four ? &moe_stream_chain_kernel<PAIR, 4> : &moe_stream_chain_kernel<PAIR, 3>;
-    const int per_sm = four ? chain_blocks_per_sm<PAIR, 4>() : chain_blocks_per_sm<PAIR, 3>();
-    const int64_t items = static_cast<int64_t>(grid.x) * grid.y;
-    MERE_CHECK(per_sm >= 1 && items < (int64_t{1} << 31), "cuda moe_stream", "the persistent kernel: ", per_sm,
-               " blocks an SM, ", items, " (tile, row block) items");
-    const int blocks = static_cast<int>(std::min<int64_t>(items, int64_t{per_sm} * dev.sm_count()));
-    launch(four ? (PAIR ? "moe_stream_chain_kernel<pair>" : "moe_stream_chain_kernel")
-                : (PAIR ? "moe_stream_chain3_kernel<pair>" : "moe_stream_chain3_kernel"),
-           fn, dim3(static_cast<unsigned>(blocks)), kThreads, 0, dev.stream(), a, static_cast<int>(items),
-           static_cast<int>(grid.y));
-  } else if (loads == MoeStreamLoads::Ring)
+  if (loads == MoeStreamLoads::Ring)
     launch(PAIR ? "moe_stream_ring_kernel<pair>" : "moe_stream_ring_kernel", &moe_stream_ring_kernel<PAIR>, grid,
            kThreads, kRingBytes, dev.stream(), a);
   else if (loads == MoeStreamLoads::Tight)

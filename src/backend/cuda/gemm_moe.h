@@ -26,11 +26,7 @@ namespace mere::cuda {
 // default); or a 4-deep cp.async ring of each lane's own shared-memory slots (~3 spans in flight a
 // warp instead of ~1; measured slower). Bitwise the same results: only the loads differ
 // (docs/cuda-kernels.md "MoE prefill v2c").
-// Chain (session 22, v2e, not yet run on a GPU): tight's loads in a persistent grid of the resident
-// blocks; a warp finds its next (expert tile, row block) item before running the current one and asks
-// the L2 for the next item's first two spans during the current one's last, so no item waits for a
-// block launch, the offsets or DRAM before its first products. Chain3: the same at 3 blocks an SM.
-enum class MoeStreamLoads { Registers, Ring, Tight, Chain, Chain3 };
+enum class MoeStreamLoads { Registers, Ring, Tight };
 
 // Whether moe_stream runs this stacked expert matrix of Ne rows an expert: 4-bit MLX layout (not
 // tiled), cols % 128 == 0, Ne % 16 == 0 (every Qwen3.5 MoE matrix; else use qgemm_grouped).

@@ -60,6 +60,7 @@ struct CudaEngine::Prefill {
   bool generic_attn = false;  // head_dim != 256 or > 8 query heads a KV head: the engine's split kernel
   bool attn_tc = true;        // MERE_CUDA_ATTN_PREFILL: attention_prefill_tc (default) or the SIMT kernel
   bool glue = true;           // MERE_CUDA_PREFILL_GLUE: producers write the GEMMs' bf16 X (default)
+  bool glue_combine = true;   // ... and the MoE combine runs as one launch (default)
   int64_t xn_cols = -1;       // xq holds xn prepared (its width) since the last norm, else -1
   float *x, *xn, *o, *h, *ws;
   // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_prefill or the engine's generic
@@ -111,20 +112,17 @@ bool attn_prefill_tc() { return env_choice("MERE_CUDA_ATTN_PREFILL", {"tc", "sim
 // MERE_CUDA_PREFILL_GLUE: fused (the default since session 23) lets the producers of a GEMM input
 // (the RMSNorms, the gated RMSNorm, the attention's sigmoid gate) write its bf16 X themselves, and
 // combines the shared and the routed experts in one launch; separate runs qgemm_prepare_x and the
-// two combine launches as before. Bitwise the same either way (engine_check pairs them).
-bool prefill_glue_fused() { return env_choice("MERE_CUDA_PREFILL_GLUE", {"fused", "separate"}) != 1; }
+// two combine launches as before; combine only the latter. Bitwise the same in every form
+// (engine_check pairs them). 0: fused, 1: separate, 2: combine.
+int prefill_glue() { return std::max(0, env_choice("MERE_CUDA_PREFILL_GLUE", {"fused", "separate", "combine"})); }
 
 // MERE_CUDA_MOE_STREAM: how the stream keeps bytes in flight (gemm_moe.h MoeStreamLoads): tight (128
-// registers, 4 blocks an SM; the default since session 13), regs, ring, or the persistent chain /
-// chain3 (session 22, opt-in until a GPU has checked and measured them); bitwise the same results.
-// (Session 22's deep / deep3 loads were measured and removed: docs/cuda-kernels.md "MoE prefill v2d".)
+// registers, 4 blocks an SM; the default since session 13), regs or ring; bitwise the same results.
+// (Measured and removed: session 22's deep / deep3 loads, "MoE prefill v2d", and the persistent chain /
+// chain3 grid, "v2e", in session 23: docs/cuda-kernels.md.)
 MoeStreamLoads moe_stream_loads() {
-  const int v = env_choice("MERE_CUDA_MOE_STREAM", {"tight", "regs", "ring", "chain", "chain3"});
-  return v == 1   ? MoeStreamLoads::Registers
-         : v == 2 ? MoeStreamLoads::Ring
-         : v == 3 ? MoeStreamLoads::Chain
-         : v == 4 ? MoeStreamLoads::Chain3
-                  : MoeStreamLoads::Tight;
+  const int v = env_choice("MERE_CUDA_MOE_STREAM", {"tight", "regs", "ring"});
+  return v == 1 ? MoeStreamLoads::Registers : v == 2 ? MoeStreamLoads::Ring : MoeStreamLoads::Tight;
 }
 
 
@@ -253,7 +251,8 @@ void CudaEngine::alloc_prefill() {
   p->gdn_form = gdn_form;
   p->generic_attn = generic_attn;
   p->attn_tc = attn_prefill_tc();
-  p->glue = prefill_glue_fused();
+  p->glue = prefill_glue() == 0;
+  p->glue_combine = prefill_glue() != 1;
   p->ws_floats = ws;
   p->xq_elems = xq;
   if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma || mode == PrefillMode::Auto) && max_weights > 0)
@@ -463,7 +462,7 @@ void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
   else if (stream) moe_stream(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H, moe_stream_loads());
   else qgemm_grouped(dev_, Wd, E, H, p.xq, p.offsets, P, p.ey, H);
   // out = sigmoid(sg) * shared, then += sum_j w[t, j] * y[pair (t, j)] in slot order
-  if (p.glue) {
+  if (p.glue_combine) {
     moe_combine(dev_, p.ey, H, p.pair_row, p.rw, T, K, H, out, false, p.sh, p.sg);
     return;
   }
