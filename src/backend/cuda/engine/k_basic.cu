@@ -155,9 +155,18 @@ __global__ void __launch_bounds__(kNormThreads)
       o.z = __fmul_rn(__fmul_rn(v[k].z, r), wv.z);
       o.w = __fmul_rn(__fmul_rn(v[k].w, r), wv.w);
       yr[i] = o;
-      if constexpr (XQ) {  // unit i = columns 4i..4i+3: half (i & 1) of group i / 2, slots 2j + half
-        uint16_t* q = xq + static_cast<int64_t>(blockIdx.x) * n + 8 * (i >> 1) + (i & 1);
-        q[0] = bf16_bits(o.x), q[2] = bf16_bits(o.y), q[4] = bf16_bits(o.z), q[6] = bf16_bits(o.w);
+      if constexpr (XQ) {
+        // units 2m (columns a = 8m..8m+3) and 2m + 1 (b = 8m+4..8m+7) sit in adjacent lanes (n % 128 == 0
+        // keeps the branch warp-uniform); the group's bf16 are {a.x, b.x, a.y, b.y | a.z, b.z, a.w, b.w}:
+        // the even lane stores the first 8 bytes, the odd lane the last 8, each with 2 values of the other
+        const bool odd = i & 1;
+        const float r0 = __shfl_xor_sync(0xffffffffu, odd ? o.x : o.z, 1);
+        const float r1 = __shfl_xor_sync(0xffffffffu, odd ? o.y : o.w, 1);
+        const __nv_bfloat162 p0 = odd ? __floats2bfloat162_rn(r0, o.z) : __floats2bfloat162_rn(o.x, r0);
+        const __nv_bfloat162 p1 = odd ? __floats2bfloat162_rn(r1, o.w) : __floats2bfloat162_rn(o.y, r1);
+        uint2 pair;
+        pair.x = *reinterpret_cast<const uint32_t*>(&p0), pair.y = *reinterpret_cast<const uint32_t*>(&p1);
+        *reinterpret_cast<uint2*>(xq + static_cast<int64_t>(blockIdx.x) * n + 8 * (i >> 1) + 4 * odd) = pair;
       }
     }
   }
@@ -343,7 +352,7 @@ void rms_norm_prep(cudaStream_t s, float* x, const float* add, const float* w, i
 
 bool rms_norm_xq(cudaStream_t s, float* x, const float* add, const float* w, int64_t T, int64_t n, float eps, float* y,
                  uint16_t* xq) {
-  if (!norm_v4_ok(x, n, add, w, n, y, n) || n % 8 != 0) return false;
+  if (!norm_v4_ok(x, n, add, w, n, y, n) || n % 128 != 0) return false;
   launch("rms_norm_v4_kernel (bf16 X)", &rms_norm_v4_kernel<0, true>, dim3(static_cast<unsigned>(T), 1u),
          dim3(kNormThreads), 0, s, x, n, add, w, static_cast<int>(n), eps, y, n, prep::Layout{}, xq);
   return true;

@@ -24,7 +24,7 @@ void add_rms_norm(cudaStream_t s, float* x, const float* o, const float* w, int6
 
 // Prefill: x += add (when add is not null); y = rmsnorm(x) * w; xq = y rounded to bf16 in
 // qgemm_prepare_x's layout (gemm.h), bitwise the unfused pair, in one launch. false (nothing
-// launched) where the vectorised norm does not apply (alignment, n % 8): the caller runs the pair.
+// launched) where the vectorised norm does not apply (alignment, n % 128): the caller runs the pair.
 // x, add, y: [T, n] f32; xq: [T, n] bf16
 bool rms_norm_xq(cudaStream_t s, float* x, const float* add, const float* w, int64_t T, int64_t n, float eps, float* y,
                  uint16_t* xq);
