@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 23's first device call, on binaries of this session (HEAD + the prefill glue):
+# Session 23's first device call (ran on binaries of 37c586e, raw bench/cuda/s23/h100-a):
 #  1. the persistent MoE weight stream (moe_stream v2e, MERE_CUDA_MOE_STREAM=chain|chain3, written in
 #     session 22, never run): `mere_prefill_check --only moe` (each bitwise the register kernel, then
 #     every variant benched at the 35B-A3B shapes);

@@ -251,8 +251,9 @@ void CudaEngine::alloc_prefill() {
   p->gdn_form = gdn_form;
   p->generic_attn = generic_attn;
   p->attn_tc = attn_prefill_tc();
-  p->glue = prefill_glue() == 0;
-  p->glue_combine = prefill_glue() != 1;
+  const int glue = prefill_glue();
+  p->glue = glue == 0;
+  p->glue_combine = glue != 1;
   p->ws_floats = ws;
   p->xq_elems = xq;
   if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma || mode == PrefillMode::Auto) && max_weights > 0)
