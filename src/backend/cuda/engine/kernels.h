@@ -30,6 +30,10 @@ bool rms_norm_xq(cudaStream_t s, float* x, const float* add, const float* w, int
                  uint16_t* xq);
 
 // ---- producers fused with qmatvec's prepare step (qmatvec_prep.cuh) ----
+// MERE_CUDA_PREP_STAGE=smem (opt-in, session 23): the RMSNorm and gated RMSNorm producers prepare
+// from the values they keep in shared memory instead of reading their output back from L2 (same
+// bits); l2, the default: read back. Read once a process.
+bool prep_stage_smem();
 // Each writes `ws` (qmatvec_workspace_floats(T, width, bits), bits 4 or 8, width % 64 == 0) bitwise
 // as its unfused kernel followed by qmatvec_prepare of its output would, in one launch.
 // x += add (when add is not null); y = rmsnorm(x) * w; ws = prepare(y)      x, add, y: [T, n]

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Session 24's first device call (written in session 23, which had no device time left for it), on
+# binaries rebuilt from HEAD:
+#  1. MERE_CUDA_PREP_STAGE=smem (opt-in, never run): the decode RMSNorm and gated RMSNorm producers
+#     prepare the matvec input from shared memory instead of reading their output back from L2.
+#     Checks: cuda_check --quick --no-bench under smem (its step + norm check compares the staged
+#     gated_rms_norm_prep bitwise with gdn_step_norm_prep, which never stages), engine_check under
+#     smem (the fusion pairs: staged fused producers vs MERE_CUDA_FUSE=0 bitwise; CUDA vs CPU parity);
+#  2. ab27 / ab35 decode of l2 vs smem (prediction, docs/cuda-kernels.md §5.8: 27B +1.5%, 35B-A3B +3%);
+#  3. ncu of one 35B-A3B prompt pass (where the prefill time goes after session 23's glue).
+# If smem passes and wins both, make it the default (k_basic.cu prep_stage_smem). LIMIT 420.
+LIMIT_DEFAULT=420 . tools/cuda/call_prelude.sh
+MERE_CUDA_PREP_STAGE=smem timeout -k 10 120 $B/mere_cuda_check --quick --no-bench >$OUT/cc-smem.log 2>&1; cc=$?
+echo "cuda_check [smem] rc=$cc $((SECONDS-t0))s"; grep -E "FAIL|checks|step \+ norm" $OUT/cc-smem.log | head; pack
+MERE_CUDA_PREP_STAGE=smem timeout -k 10 75 $B/mere_engine_check . >$OUT/ec-smem.log 2>&1; ec=$?
+echo "ec [smem] rc=$ec $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-smem.log | head; pack
+export PROMPT=512 GEN=128 NCU= NOGRAPH= TAG=s24a
+if [ $cc -eq 0 ] && [ $ec -eq 0 ]; then
+  AB="MERE_CUDA_PREP_STAGE=l2;MERE_CUDA_PREP_STAGE=smem"
+  left 100 && AB=$AB timeout 110 bash tools/cuda/engine_run.sh ab35 2>&1; pack
+  left 90 && AB=$AB timeout 100 bash tools/cuda/engine_run.sh ab27 2>&1; pack
+fi
+left 60 && { timeout 70 bash tools/cuda/engine_run.sh ncupf35 2>&1 | head -30; gzip -f $OUT/ncu-pf35.csv; pack; }
+echo "total $((SECONDS-t0))s"; pack
