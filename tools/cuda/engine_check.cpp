@@ -545,6 +545,7 @@ int main(int argc, char** argv) {
   guarded("qwen35-moe-tiny fusion", [&] { fusion(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny"); });
   guarded("qwen35-moe-tiny prefill glue", [&] {
     prefill_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_PREFILL_GLUE", "separate");
+    prefill_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_X", "rows");
   });
   guarded("qwen35-moe-tiny routing in gate/up", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "separate");

@@ -7,9 +7,16 @@
 #     gated_rms_norm_prep bitwise with gdn_step_norm_prep, which never stages), engine_check under
 #     smem (the fusion pairs: staged fused producers vs MERE_CUDA_FUSE=0 bitwise; CUDA vs CPU parity);
 #  2. ab27 / ab35 decode of l2 vs smem (prediction, docs/cuda-kernels.md §5.8: 27B +1.5%, 35B-A3B +3%);
-#  3. ncu of one 35B-A3B prompt pass (where the prefill time goes after session 23's glue).
-# If smem passes and wins both, make it the default (k_basic.cu prep_stage_smem). LIMIT 420.
+#  3. MERE_CUDA_MOE_X=rows (opt-in, never run): the experts' gate/up reads X by token through
+#     row_token instead of a gathered copy: prefill_check --only moe (bitwise the gathered launch),
+#     engine_check's prefill pair (default vs rows, bitwise), a third variant in ab35 (predicted ~+1%
+#     35B-A3B prefill, docs/cuda-kernels.md "MoE prefill v2f");
+#  4. ncu of one 35B-A3B prompt pass (where the prefill time goes after session 23's glue).
+# If smem passes and wins both, make it the default (k_basic.cu prep_stage_smem); the same for rows
+# (engine_prefill.cpp moe_x_rows). LIMIT 420.
 LIMIT_DEFAULT=420 . tools/cuda/call_prelude.sh
+timeout -k 10 60 $B/mere_prefill_check --only moe --no-bench >$OUT/moe.log 2>&1; moe=$?
+echo "moe rc=$moe $((SECONDS-t0))s"; grep -E "FAIL|checks|by token" $OUT/moe.log | head; pack
 MERE_CUDA_PREP_STAGE=smem timeout -k 10 120 $B/mere_cuda_check --quick --no-bench >$OUT/cc-smem.log 2>&1; cc=$?
 echo "cuda_check [smem] rc=$cc $((SECONDS-t0))s"; grep -E "FAIL|checks|step \+ norm" $OUT/cc-smem.log | head; pack
 MERE_CUDA_PREP_STAGE=smem timeout -k 10 75 $B/mere_engine_check . >$OUT/ec-smem.log 2>&1; ec=$?
@@ -17,7 +24,8 @@ echo "ec [smem] rc=$ec $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-smem.log
 export PROMPT=512 GEN=128 NCU= NOGRAPH= TAG=s24a
 if [ $cc -eq 0 ] && [ $ec -eq 0 ]; then
   AB="MERE_CUDA_PREP_STAGE=l2;MERE_CUDA_PREP_STAGE=smem"
-  left 100 && AB=$AB timeout 110 bash tools/cuda/engine_run.sh ab35 2>&1; pack
+  A35=$AB; [ $moe -eq 0 ] && A35="$AB;MERE_CUDA_MOE_X=rows"
+  left 120 && AB=$A35 timeout 130 bash tools/cuda/engine_run.sh ab35 2>&1; pack
   left 90 && AB=$AB timeout 100 bash tools/cuda/engine_run.sh ab27 2>&1; pack
 fi
 left 60 && { timeout 70 bash tools/cuda/engine_run.sh ncupf35 2>&1 | head -30; gzip -f $OUT/ncu-pf35.csv; pack; }
