@@ -547,6 +547,9 @@ int main(int argc, char** argv) {
     prefill_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_PREFILL_GLUE", "separate");
     prefill_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_X", "rows");
   });
+  guarded("qwen35-moe-tiny attention merge in the gate + prepare launch", [&] {
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ATTN_MERGE", "fused");
+  });
   guarded("qwen35-moe-tiny routing in gate/up", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "separate");
   });
@@ -564,6 +567,7 @@ int main(int argc, char** argv) {
     write_synth_checkpoint(o);
     env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_ATTN_MERGE", "fused", false, "qwen35-dense-tiny");
     prefill_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {

@@ -11,9 +11,12 @@
 #     row_token instead of a gathered copy: prefill_check --only moe (bitwise the gathered launch),
 #     engine_check's prefill pair (default vs rows, bitwise), a third variant in ab35 (predicted ~+1%
 #     35B-A3B prefill, docs/cuda-kernels.md "MoE prefill v2f");
-#  4. ncu of one 35B-A3B prompt pass (where the prefill time goes after session 23's glue).
+#  4. MERE_CUDA_ATTN_MERGE=fused (opt-in, never run): the decode attention's span merge inside the
+#     gate + prepare launch; engine_check's env pairs (moe-tiny, the 0.8B geometry: decode, T = 9
+#     verification and MTP-head logits bitwise) and a variant in ab27 / ab35 (docs/cuda-kernels.md §5.9);
+#  5. ncu of one 35B-A3B prompt pass (where the prefill time goes after session 23's glue).
 # If smem passes and wins both, make it the default (k_basic.cu prep_stage_smem); the same for rows
-# (engine_prefill.cpp moe_x_rows). LIMIT 420.
+# (engine_prefill.cpp moe_x_rows) and the merge (engine.cpp attn_merge_fused_). LIMIT 420.
 LIMIT_DEFAULT=420 . tools/cuda/call_prelude.sh
 timeout -k 10 60 $B/mere_prefill_check --only moe --no-bench >$OUT/moe.log 2>&1; moe=$?
 echo "moe rc=$moe $((SECONDS-t0))s"; grep -E "FAIL|checks|by token" $OUT/moe.log | head; pack
@@ -23,7 +26,7 @@ MERE_CUDA_PREP_STAGE=smem timeout -k 10 75 $B/mere_engine_check . >$OUT/ec-smem.
 echo "ec [smem] rc=$ec $((SECONDS-t0))s"; grep -E "FAIL|checks" $OUT/ec-smem.log | head; pack
 export PROMPT=512 GEN=128 NCU= NOGRAPH= TAG=s24a
 if [ $cc -eq 0 ] && [ $ec -eq 0 ]; then
-  AB="MERE_CUDA_PREP_STAGE=l2;MERE_CUDA_PREP_STAGE=smem"
+  AB="MERE_CUDA_PREP_STAGE=l2;MERE_CUDA_PREP_STAGE=smem;MERE_CUDA_ATTN_MERGE=fused"
   A35=$AB; [ $moe -eq 0 ] && A35="$AB;MERE_CUDA_MOE_X=rows"
   left 120 && AB=$A35 timeout 130 bash tools/cuda/engine_run.sh ab35 2>&1; pack
   left 90 && AB=$AB timeout 100 bash tools/cuda/engine_run.sh ab27 2>&1; pack

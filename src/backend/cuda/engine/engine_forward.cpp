@@ -95,10 +95,14 @@ bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepar
   k::attn_prepare(s, qg_, kk_, vv_, a.q_norm, a.k_norm, pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
                   static_cast<float>(cfg_.rms_norm_eps), q_, kc, vc);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_);
-  else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_);
-  if (const int ob = fuse_bits({&a.o})) {  // gate + prepare in one launch, o_proj added to x by its matvec
-    k::sigmoid_gate_prep(s, att_, qg_, T, nh, hd, ob, qws_);
+  const int ob = fuse_bits({&a.o});
+  // MERE_CUDA_ATTN_MERGE=fused: the spans' merge joins the gate + prepare launch (att_ not written)
+  const bool merged = ob && attn_merge_fused_ && k::combine_gate_prep_supported(hd);
+  if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, !merged);
+  else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, !merged);
+  if (ob) {  // gate + prepare in one launch, o_proj added to x by its matvec
+    if (merged) k::combine_gate_prep(s, aws_, qg_, T, nh, hd, kSpans, ob, qws_);
+    else k::sigmoid_gate_prep(s, att_, qg_, T, nh, hd, ob, qws_);
     accumulate_prepared(a.o, T, x);
     return true;
   }

@@ -419,11 +419,12 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans) { return T * nh * spans * (hd + 2); }
 
 void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out) {
+               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out, bool combine) {
   MERE_CHECK(hd <= kMaxHd && nh % nkv == 0, "cuda attention", "unsupported heads ", nh, "/", nkv, " head_dim ", hd);
   dim3 grid(static_cast<unsigned>(nh), static_cast<unsigned>(spans), static_cast<unsigned>(T));
   launch("attn_split_kernel", attn_split_kernel, grid, kThreads, 0, s, q, kc, vc, pos, static_cast<int>(nh),
          static_cast<int>(nkv), static_cast<int>(hd), scale, ws);
+  if (!combine) return;
   dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
   launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, static_cast<int>(nh), static_cast<int>(hd),
          spans, out);
@@ -434,7 +435,7 @@ bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd) {
 }
 
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out) {
+                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out, bool combine) {
   MERE_CHECK(nkv >= 1 && nh % nkv == 0 && nh / nkv <= kGqaMaxG, "cuda attention (MERE_CUDA_ATTN=gqa)",
              "unsupported heads: ", nh, " query heads over ", nkv, " KV heads (", nkv >= 1 ? nh / nkv : 0,
              " a KV head); the GQA kernel takes at most ", kGqaMaxG, " query heads a KV head");
@@ -445,6 +446,7 @@ void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float*
   if (hd == 64) launch_gqa_g<64>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
   else if (hd == 128) launch_gqa_g<128>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
   else launch_gqa_g<256>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
+  if (!combine) return;
   dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
   launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, inh, static_cast<int>(hd), spans, out);
 }

@@ -44,6 +44,13 @@ void swiglu_prep(cudaStream_t s, const float* g, const float* u, int64_t T, int6
 // ws = prepare(out * sigmoid(gate))               out: [T, nh, hd]; qg: [T, nh, 2, hd] (gate = qg[.., 1, ..])
 void sigmoid_gate_prep(cudaStream_t s, const float* out, const float* qg, int64_t T, int64_t nh, int64_t hd, int bits,
                        float* ws);
+// ws = prepare(merge(aws) * sigmoid(gate)): the split attention's merge (attn_combine_kernel), the
+// sigmoid gate and the prepare in one launch, bitwise attention's combine + sigmoid_gate_prep (the
+// merged output itself is not stored).  aws: attention_ws_floats(T, nh, hd, spans) as attention() /
+// attention_gqa() with combine = false leave it; qg: [T, nh, 2, hd]; needs hd % 64 == 0
+bool combine_gate_prep_supported(int64_t hd);
+void combine_gate_prep(cudaStream_t s, const float* aws, const float* qg, int64_t T, int64_t nh, int64_t hd, int spans,
+                       int bits, float* ws);
 // y = gated_rms_norm(x, z) (as below, y written); ws = prepare(y) over the width Hv*Dv; Dv % 64 == 0
 void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
                          int64_t Dv, float eps, float* y, int bits, float* ws);
@@ -108,8 +115,10 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
 // Causal attention: row t attends to cache rows [0, pos+t+1). Split over `spans` position ranges
 // (fixed by the caller, not by the length), then merged in order. ws: attention_ws_floats.
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans);
+// combine = false: only the split launch (ws filled, out untouched) for combine_gate_prep to merge.
 void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
+               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
+               bool combine = true);
 // The same contract and result layout (same ws, same spans, same merge), GQA-aware: a block per
 // (KV head, span, row) scores and accumulates all nh/nkv (<= 8) query heads of that KV head, so K
 // and V are read once per KV head instead of once per query head; coalesced K and V rows.
@@ -117,7 +126,8 @@ void attention(cudaStream_t s, const float* q, const float* kc, const float* vc,
 // Whether attention_gqa takes these heads (the engine's default decode attention where it does).
 bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd);
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
+                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
+                   bool combine = true);
 // out[t, h, :] *= sigmoid(qg[t, h, 1, :]). xq (prefill; null: none): the result also rounded to bf16
 // in qgemm_prepare_x's layout (gemm.h), bitwise that launch after this one; returns whether xq was
 // written (needs nh * hd % 8 == 0).                   out: [T, nh, hd]; xq: [T, nh * hd] bf16
