@@ -3,6 +3,7 @@
 // MERE_CUDA_ATTN=gqa a block per KV head for all its query heads), sigmoid output gate. Mirrors
 // Qwen35Model::attention_block; the split is fixed (kSpans ranges of ceil(len/spans) positions).
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/attn_merge.cuh"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -141,13 +142,8 @@ __global__ void __launch_bounds__(kThreads)
   pdl_begin();
   const int h = blockIdx.x, t = blockIdx.y;
   const float* base = ws + (static_cast<int64_t>(t) * nh + h) * spans * (hd + 2);
-  float M = -INFINITY;
-  for (int s = 0; s < spans; ++s) M = fmaxf(M, base[s * (hd + 2) + hd]);
-  float L = 0.0f;
-  for (int s = 0; s < spans; ++s) {
-    const float ms = base[s * (hd + 2) + hd];
-    if (ms != -INFINITY) L = __fmaf_rn(base[s * (hd + 2) + hd + 1], expf(ms - M), L);
-  }
+  float M, L;
+  span_merge_scale(base, spans, hd, &M, &L);
   for (int d = threadIdx.x; d < hd; d += kThreads) {
     float acc = 0.0f;
     for (int s = 0; s < spans; ++s) {

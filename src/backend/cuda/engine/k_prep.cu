@@ -4,6 +4,7 @@
 // unfused kernel rounds it (k_math.cuh), and the prepare is qmatvec's own (qmatvec_prep.cuh), so the
 // workspace is bitwise the one swiglu / sigmoid_gate followed by qmatvec_prepare would write.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/attn_merge.cuh"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -11,6 +12,18 @@
 
 namespace mere::cuda::k {
 namespace {
+
+// Each source fills a thread's 16 consecutive columns c0 .. c0 + 15 of row t (valid = false: a 4-bit
+// lane set past the end, whose values are never written: zeros).
+// Sources defined column by column (s(t, c)).
+template <class ColumnSrc>
+struct Columns {
+  ColumnSrc s;
+  __device__ void operator()(int t, int c0, bool valid, float (&v)[16]) const {
+#pragma unroll
+    for (int e = 0; e < 16; ++e) v[e] = valid ? s(t, c0 + e) : 0.0f;
+  }
+};
 
 struct SwiGluSrc {  // silu(g) * u, g and u: [T, n]
   const float* g;
@@ -46,38 +59,32 @@ __global__ void src_prepare_kernel(Src src, int T, int cols, prep::Layout L) {
     const int tg = valid ? idx >> 3 : 0;
     const int t = tg / ng, G = tg - t * ng, cb = 64 * G + 16 * (slot & 3);
     float v[16];
-#pragma unroll
-    for (int e = 0; e < 16; ++e) v[e] = valid ? src(t, cb + e) : 0.0f;
+    src(t, cb, valid, v);
     prep::q4_emit(v, t, G, slot, valid, L);
   } else {
     const int nchunk = cols / 16;
     if (idx >= T * nchunk) return;
     const int t = idx / nchunk, j = idx - t * nchunk;
     float v[16];
-#pragma unroll
-    for (int e = 0; e < 16; ++e) v[e] = src(t, 16 * j + e);
+    src(t, 16 * j, true, v);
     prep::q8_emit(v, t, j, L);
   }
 }
 
-// The split attention's merge (attn_combine_kernel) then the sigmoid gate, for 16 columns of one
-// head: M and L of the head once, then each column's span-ordered fma chain, the division and the
-// gate, each rounded as the two kernels round them. ws: [T, nh, spans, hd + 2] (o[hd], m, l).
+// The split attention's merge (attn_merge.cuh, as attn_combine_kernel) then the sigmoid gate, for 16
+// columns of one head (hd % 64 == 0): M and L of the head once, then each column's span-ordered fma
+// chain, the division and the gate, each rounded as the two kernels round them. ws: [T, nh, spans,
+// hd + 2] (o[hd], m, l). Invalid 4-bit lane sets compute row 0's values (never written).
 struct CombineGate {
   const float* ws;
   const float* qg;
   int nh, hd, spans;
-  __device__ void operator()(int t, int c0, float (&v)[16]) const {
+  __device__ void operator()(int t, int c0, bool, float (&v)[16]) const {
     const int h = c0 / hd, d0 = c0 - h * hd;
     const int64_t row = static_cast<int64_t>(t) * nh + h;
     const float* base = ws + row * spans * (hd + 2);
-    float M = -INFINITY;
-    for (int sp = 0; sp < spans; ++sp) M = fmaxf(M, base[sp * (hd + 2) + hd]);
-    float L = 0.0f;
-    for (int sp = 0; sp < spans; ++sp) {
-      const float ms = base[sp * (hd + 2) + hd];
-      if (ms != -INFINITY) L = __fmaf_rn(base[sp * (hd + 2) + hd + 1], expf(ms - M), L);
-    }
+    float M, L;
+    span_merge_scale(base, spans, hd, &M, &L);
     float acc[16];
 #pragma unroll
     for (int e = 0; e < 16; ++e) acc[e] = 0.0f;
@@ -93,30 +100,6 @@ struct CombineGate {
       v[e] = __fmul_rn(__fdiv_rn(acc[e], L), sigmoid(qg[row * 2 * hd + hd + d0 + e]));
   }
 };
-
-// src_prepare_kernel's thread layout, with the 16 columns of a thread produced together (hd % 64 ==
-// 0: a thread's columns lie in one head, so its M and L are computed once)
-template <int BITS>
-__global__ void combine_gate_prepare_kernel(CombineGate src, int T, int cols, prep::Layout L) {
-  pdl_begin_producer(L.early);
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  float v[16];
-  if constexpr (BITS == 4) {
-    const int ng = cols >> 6;
-    const bool valid = idx < T * ng * 8;  // whole 8-lane sets
-    const int slot = idx & 7;
-    const int tg = valid ? idx >> 3 : 0;
-    const int t = tg / ng, G = tg - t * ng, cb = 64 * G + 16 * (slot & 3);
-    src(t, cb, v);
-    prep::q4_emit(v, t, G, slot, valid, L);
-  } else {
-    const int nchunk = cols / 16;
-    if (idx >= T * nchunk) return;
-    const int t = idx / nchunk, j = idx - t * nchunk;
-    src(t, 16 * j, v);
-    prep::q8_emit(v, t, j, L);
-  }
-}
 
 template <class Src>
 void launch(cudaStream_t s, const Src& src, int64_t T, int64_t cols, int bits, float* ws, const char* what) {
@@ -137,12 +120,12 @@ void launch(cudaStream_t s, const Src& src, int64_t T, int64_t cols, int bits, f
 }  // namespace
 
 void swiglu_prep(cudaStream_t s, const float* g, const float* u, int64_t T, int64_t n, int bits, float* ws) {
-  launch(s, SwiGluSrc{g, u, static_cast<int>(n)}, T, n, bits, ws, "swiglu_prep");
+  launch(s, Columns<SwiGluSrc>{{g, u, static_cast<int>(n)}}, T, n, bits, ws, "swiglu_prep");
 }
 
 void sigmoid_gate_prep(cudaStream_t s, const float* out, const float* qg, int64_t T, int64_t nh, int64_t hd, int bits,
                        float* ws) {
-  launch(s, SigmoidGateSrc{out, qg, static_cast<int>(nh), static_cast<int>(hd)}, T, nh * hd, bits, ws,
+  launch(s, Columns<SigmoidGateSrc>{{out, qg, static_cast<int>(nh), static_cast<int>(hd)}}, T, nh * hd, bits, ws,
          "sigmoid_gate_prep");
 }
 
@@ -155,16 +138,8 @@ void combine_gate_prep(cudaStream_t s, const float* aws, const float* qg, int64_
                  T * cols < (int64_t{1} << 31),
              "combine_gate_prep", "expected 4 or 8 bits, a head width divisible by 64 and T*width < 2^31, got ", bits,
              " bits, head width ", hd, ", T ", T);
-  const prep::Layout L = prep::producer_layout(ws, T, cols, bits);
-  const CombineGate src{aws, qg, static_cast<int>(nh), static_cast<int>(hd), spans};
-  const int64_t n = bits == 4 ? T * (cols / 64) * 8 : T * (cols / 16);
-  const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
-  if (bits == 4)
-    cuda::launch("combine_gate_prepare_kernel<4>", &combine_gate_prepare_kernel<4>, blocks, 256, 0, s, src,
-                 static_cast<int>(T), static_cast<int>(cols), L);
-  else
-    cuda::launch("combine_gate_prepare_kernel<8>", &combine_gate_prepare_kernel<8>, blocks, 256, 0, s, src,
-                 static_cast<int>(T), static_cast<int>(cols), L);
+  launch(s, CombineGate{aws, qg, static_cast<int>(nh), static_cast<int>(hd), spans}, T, cols, bits, ws,
+         "combine_gate_prep");
 }
 
 }  // namespace mere::cuda::k
