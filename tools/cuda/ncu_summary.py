@@ -18,7 +18,12 @@ for r in csv.DictReader(lines):
     v = float(r["Metric Value"].replace(",", ""))
     v *= {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit, 1e-3)
     m = re.search(r"(\w+_kernel)", r["Kernel Name"])
-    rows.append((m.group(1) if m else r["Kernel Name"][:40], v))
+    name = m.group(1) if m else r["Kernel Name"][:40]
+    if name == "src_prepare_kernel":  # one template a producer: name it by its source (SwiGlu, CombineGate, ...)
+        inner = re.search(r"src_prepare_kernel<\d+,(.*)>\(", r["Kernel Name"])
+        ids = [w for w in re.findall(r"\w+", inner.group(1)) if w not in ("k", "unnamed")] if inner else []
+        name += "<" + (ids[-1] if ids else "?") + ">"
+    rows.append((name, v))
 # the decode step: from the second embed_kernel (the first is the 1-token prefill) to the argmax
 embeds = [i for i, (n, _) in enumerate(rows) if n.startswith("embed")]
 start = embeds[0] if first and embeds else (embeds[1] if len(embeds) > 1 else 0)
