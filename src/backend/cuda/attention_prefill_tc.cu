@@ -297,15 +297,12 @@ void attention_prefill_tc(CudaDevice& dev, const float* q, const void* k, const 
   const int G = static_cast<int>(nh / nkv), Ti = static_cast<int>(T), nk = static_cast<int>(nkv);
   const int blocks = (Ti * G + kBlockRows - 1) / kBlockRows * nk;
   const float qscale = scale * 1.4426950408889634f;  // log2(e): the softmax runs on exp2
-  static const bool attrs = [] {
-    for (auto f : {&attention_prefill_tc_kernel<true>, &attention_prefill_tc_kernel<false>})
-      MERE_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    return true;
-  }();
-  (void)attrs;
-  cuda::launch("attention_prefill_tc_kernel",
-               kv == KvType::BF16 ? &attention_prefill_tc_kernel<true> : &attention_prefill_tc_kernel<false>, blocks,
-               kWarps * 32, kSmem, dev.stream(), q, k, v, Ti, static_cast<int>(pos0), nk, G, qscale, out);
+  auto* kernel = kv == KvType::BF16 ? &attention_prefill_tc_kernel<true> : &attention_prefill_tc_kernel<false>;
+  // set on every call (cheap), as gemm.cu does: the attribute belongs to the current device, so a
+  // process-wide once-flag would leave a second GPU without it
+  MERE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  cuda::launch("attention_prefill_tc_kernel", kernel, blocks, kWarps * 32, kSmem, dev.stream(), q, k, v, Ti,
+               static_cast<int>(pos0), nk, G, qscale, out);
 }
 
 }  // namespace mere::cuda
