@@ -17,6 +17,10 @@
 #   fab27 / fab35  decode with fusion (default) vs MERE_CUDA_FUSE=0 at the 27B / 35B-A3B geometry
 #            (512-token prompt, 128 generated, 3 reps each, alternating order)
 #   ncupf27 / ncupf35  ncu per-kernel times of one 512-token prefill pass at the 27B / 35B-A3B geometry
+#   ncud27 / ncud35  ncu per-kernel times and DRAM bytes of one decode step with the tuned matvec shapes
+#            (caches flushed between kernels unless NCU_CACHE=none): each kernel group's rate on this card
+#   ncumoe   ncu sections (speed of light, warp states, memory, occupancy) of one decode launch of each
+#            MoE kernel at the 35B-A3B geometry (the second forward's first moe_gate_up and moe_down)
 #   ncuv27   ncu per-kernel times of the verification passes of width 1 and 8 at the 27B geometry (VMV)
 #   sass / pattern / ncusrc  SASS of a kernel (SASS_RE), the access-pattern benchmark, ncu of one
 #            launch with per-instruction stall samples (NCU_K, NCU_MV)
@@ -159,7 +163,7 @@ PY
           python3 -c "import json,sys;d=json.load(open(sys.argv[1]));r=d['runs'][0];t=r['decode_tok_s'];p=r['prefill_tok_s'];print('$stage [$v] decode %.1f tok/s [%.1f-%.1f] prefill %.0f'%(t['median'],t['min'],t['max'],p['median']))" "$f"
         done
       done 2>&1 | tee -a "$OUT/ab.log"
-      [ $stage = ab35 ] && rm -rf $d ;;
+      [ $stage = ab35 ] && [ -z "${KEEP35-}" ] && rm -rf $d ;;  # KEEP35=1: kept for later stages
     ncupf27 | ncupf35)  # ncu per-kernel times of one 512-token prefill pass (first forward), 27B / 35B-A3B geometry
       if [ $stage = ncupf27 ]; then synth27; d=$D27; else
         d=/tmp/synth-ab35; [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $d --quiet; fi
@@ -169,6 +173,21 @@ PY
         --nvtx --nvtx-exclude "mere.prefill_choice/" --launch-count 2500 \
         $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 1 --reps 1 >"$OUT/ncu-$n.csv" 2>/dev/null
       python3 tools/cuda/ncu_summary.py "$OUT/ncu-$n.csv" --first | tee "$OUT/ncu-$n-summary.txt" ;;
+    ncud27 | ncud35)  # one decode step's kernels (the forward ranges only, so the load-time shape tuning's
+      # launches stay out and the tuned shapes run): time and DRAM bytes read, per kernel group
+      if [ $stage = ncud27 ]; then synth27; d=$D27; else
+        d=/tmp/synth-ab35; [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $d --quiet; fi
+      n=${stage#ncu}
+      MERE_CUDA_GRAPH=0 timeout 200 ncu --clock-control none --cache-control ${NCU_CACHE:-all} --csv \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum --nvtx --nvtx-include "mere.forward T=1/" --launch-count 1400 \
+        $B/mere.run bench --model $d --backend cuda --prompt-tokens 1 --gen-tokens 1 --reps 1 >"$OUT/ncu-$n.csv" 2>/dev/null
+      python3 tools/cuda/ncu_summary.py "$OUT/ncu-$n.csv" | tee "$OUT/ncu-$n-summary.txt"; gzip -f "$OUT/ncu-$n.csv" ;;
+    ncumoe)  # one decode launch of each MoE kernel in detail (the first forward's 40 + 40 are skipped)
+      d=/tmp/synth-ab35; [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $d --quiet
+      MERE_CUDA_GRAPH=0 timeout 150 ncu --clock-control none -k regex:"moe_(gate_up|down)" -s 80 -c 2 --section SpeedOfLight \
+        --section WarpStateStats --section SchedulerStats --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats \
+        $B/mere.run bench --model $d --backend cuda --prompt-tokens 1 --gen-tokens 4 --reps 1 >"$OUT/ncu-moe.txt" 2>&1
+      grep -E "moe_|Duration|DRAM Throughput|Memory Throughput|Issued Warp|No Eligible|Warp Cycles Per Issued|Achieved Active|Registers Per|Stall" "$OUT/ncu-moe.txt" | head -40 ;;
     ncuv27)  # ncu per-kernel times of the oracle-fed verification passes at the 27B geometry, width 1 and
       # width 8 (NVTX ranges of CudaEngine::forward; VMV: the matvec env, default the group-integer mma db4)
       synth27

@@ -156,6 +156,11 @@ class CudaEngine final : public DeviceEngine {
   // attention layer); unset or separate: attn_combine then sigmoid_gate_prep (the default until a GPU
   // run has checked and measured it, session 23). Read at load.
   bool attn_merge_fused_ = false;
+  // MERE_CUDA_MOE_PF=on: the decode MoE launches load the shared expert's weights before the PDL wait,
+  // keep two chunk sets of a row in flight and ask the L2 for the selected experts' down rows in the
+  // gate/up launch (k_moe.cu PF; bitwise the same); off (the default until a GPU run has checked and
+  // measured it, session 24). Read at load.
+  bool moe_pf_ = false;
 
   // scratch of one pass
   DeviceBuffer scratch_;

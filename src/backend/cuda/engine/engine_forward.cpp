@@ -189,14 +189,15 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
                                             L.shared.up, L.shared.down, K);
   if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K)) {
     k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
-                         ridx_, rw_, xn, T, K, eg_, f1_);
-    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
+                         ridx_, rw_, xn, T, K, eg_, f1_, moe_pf_ ? &L.experts.down : nullptr);
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_pf_);
     return;
   }
   k::moe_route(s, rlog_, T, E, K, cfg_.norm_topk_prob, ridx_, rw_);
   if (fused) {
-    k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_);
-    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
+    k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_,
+                   moe_pf_ ? &L.experts.down : nullptr);
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_pf_);
     return;
   }
   k::gemv(s, L.experts.gate, xn, T * K, K, ridx_, eg_);

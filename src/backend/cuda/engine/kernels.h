@@ -146,19 +146,27 @@ bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, con
                          const DMat& sdown, int64_t K);
 // One launch: h[t,k] = silu(gate_{idx[t,k]} x[t]) * (up_{idx[t,k]} x[t]) for all K selected experts
 // and hs[t] = silu(sgate x[t]) * (sup x[t]).   x: [T, H]; h: [T, K, Ie]; hs: [T, Is]
+// down (nullable): the stacked experts' down [E x H, Ie]. Given, the launch runs the early-load
+// kernel (the engine's MERE_CUDA_MOE_PF=on): the shared expert's weights loaded before the PDL
+// wait, two chunk sets of a row in flight, and the selected experts' down rows asked into the L2 for
+// moe_down. The same arithmetic: bitwise either way.
 void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
-                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs);
+                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs,
+                 const DMat* down = nullptr);
 // moe_route + moe_gate_up in one launch (the routing computed by each expert block for its token,
 // with moe_route's code: bitwise the same ids, weights and h): whether E, K and the width fit.
 bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K);
 // logits: [T, E] router logits; writes idx [T, K] and w [T, K] (for moe_down) and h, hs as moe_gate_up.
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
-                       int64_t K, float* h, float* hs);
+                       int64_t K, float* h, float* hs, const DMat* down = nullptr);
+
 // One launch: y = sum_k w[t,k] down_{idx[t,k]} h[t,k] + sigmoid(sg[t]) sdown hs[t] (in that order);
-// out[t] = residual ? out[t] + y : y.   out: [T, H]
+// out[t] = residual ? out[t] + y : y.   out: [T, H]. pf: the shared expert's row loaded before the
+// PDL wait (MERE_CUDA_MOE_PF=on; bitwise the same).
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
-              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out);
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out,
+              bool pf = false);
 // out[t] = sum_k w[t,k] y[t,k] + sigmoid(sg[t]) shared[t]   (in that order)
 // y: [T, K, H]; shared: [T, H]; sg: [T]; out: [T, H]
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,
