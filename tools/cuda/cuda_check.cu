@@ -160,6 +160,8 @@ const QMatvecConfig kSimt8Configs[] = {{4, 2}, {1, 4}, {2, 2}, {4, 1}};
 const QMatvecConfig kIntConfigs[] = {{4, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 1, 0, 0, 1}, {3, 1, 0, 0, 1},
                                      {4, 2, 0, 0, 1}, {8, 1, 0, 0, 1}, {-1, 1, 0, 0, 1},  // -1: R picked per launch (fit)
                                      {4, 1, 0, 3, 2}, {2, 1, 0, 4, 2},
+                                     // double-buffered register kernel (T = 1): {rows a batch, 1, 0, 2, 1}
+                                     {2, 1, 0, 2, 1}, {4, 1, 0, 2, 1}, {8, 1, 0, 2, 1},
                                      // tensor-core integer kernel (integer 3): {16 rows a warp, 1, 0, ring stages}
                                      {16, 1, 0, 8, 3}, {16, 1, 0, 16, 3}};
 // group-integer tensor-core kernel (integer 4, its own contract): {16, 1 ring / 2 two batches,

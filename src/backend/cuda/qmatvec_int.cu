@@ -141,34 +141,127 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   }
 }
 
+// Double-buffered register kernel (session 24; the tuner's "R<R>DB" shapes, T = 1): the grid, rows,
+// batches, lane-to-chunk map and chunk arithmetic of qmatvec_int_kernel (qi::chunk_step, the pipe
+// kernel's copy of it), so every row is bitwise the same; but each lane keeps two chunks of each of
+// its R rows in flight: chunk i + 2 is asked for right after chunk i's use, in two register sets
+// used alternately (no moves of in-flight loads: v9 notes), so a warp does not wait out a whole DRAM
+// round trip per chunk. The register kernel issues a chunk set, waits for it, computes, and only
+// then issues the next (5 such round trips a row batch at 5,120 columns).
+template <int T, int R, int MINB>
+__global__ void __launch_bounds__(kWarps * 32, MINB)
+    qmatvec_int_db_kernel(const IntArgs args, const uint4* __restrict__ dg, const float2* __restrict__ dsx, int cols,
+                          int spans, int nb, int prefetch) {
+  const int nchunk = cols >> 5, ngroups = cols >> 6;
+  const int lane = threadIdx.x & 31;
+  const int gw = blockIdx.x * kWarps + static_cast<int>(threadIdx.x >> 5);
+  const int64_t W = static_cast<int64_t>(gridDim.x) * kWarps;
+  int rb = 0, re = 0;
+  qi::warp_rows(args, gw, W, &rb, &re);
+  qi::prefetch_first_rows<R>(args, rb, re, cols, prefetch);  // weights only: before the wait
+  pdl_begin();
+  const int rows_w = re - rb;
+  const int nl = (nchunk - lane + 31) >> 5;                    // chunks of this lane in a row
+  const size_t tstride = static_cast<size_t>(spans) * 6 * 32;  // uint4 of one token's digits
+  for (int k = 0; k < nb; ++k) {
+    const int bend = rb + static_cast<int>((static_cast<int64_t>(k) + 1) * rows_w / nb);
+    for (int r0 = rb + static_cast<int>(static_cast<int64_t>(k) * rows_w / nb); r0 < bend;) {
+      const MatRef M = qi::locate(args, r0);
+      const int nr = min(bend, M.end) - r0;  // 1..R rows of one matrix
+      const int l0 = r0 - M.begin;
+      const uint4* cp[R];
+      const uint16_t* sp[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int rr = l0 + (r < nr ? r : 0);  // masked rows: row l0's scales, no code loads
+        cp[r] = M.codes + static_cast<size_t>(rr) * nchunk + lane;
+        sp[r] = M.scales + static_cast<size_t>(rr) * ngroups + (lane >> 1);
+      }
+      const ptrdiff_t bdelta = M.biases - M.scales;
+      float acc[R][T];
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
+      auto load = [&](uint4 (&w)[R], int i) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) w[r] = qm::ld_stream_if(cp[r] + 32 * i, r < nr && i < nl);  // no branch
+      };
+      auto step = [&](const uint4 (&w)[R], int i) {
+        float sc[R], bi[R];
+        uint32_t lo[R][4], hi[R][4];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          sc[r] = bf16_to_f32(__ldg(sp[r] + 16 * i));
+          bi[r] = bf16_to_f32(__ldg(sp[r] + 16 * i + bdelta));
+          qi::split_nibbles(w[r], lo[r], hi[r]);
+        }
+        qi::chunk_step<T, R>(lo, hi, sc, bi, dg + lane + 192 * i, tstride, dsx + lane + 32 * i, nchunk, acc);
+      };
+      uint4 wa[R], wb[R];
+      load(wa, 0);
+      load(wb, 1);
+      for (int i = 0; i < nl; i += 2) {
+        step(wa, i);
+        load(wa, i + 2);  // refill after the last use
+        if (i + 1 < nl) {
+          step(wb, i + 1);
+          load(wb, i + 3);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          const float v = qm::butterfly_sum(acc[r][t]);
+          if (r < nr && lane == (r * T + t) % 32) {
+            float* yp = M.y + static_cast<size_t>(t) * M.rows + l0 + r;
+            *yp = M.accumulate ? __fadd_rn(*yp, v) : v;
+          }
+        }
+      r0 += nr;
+    }
+  }
+}
+
 using IntFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int, int);
 
 struct IntVariant {
   int R, U, t_lo, t_hi;
+  bool db;  // qmatvec_int_db_kernel (U = 1)
   IntFn fns[kMaxSkinnyRows];
 };
 
 template <int R, int U, int TLO, int THI, int MINB>
 IntVariant make_int() {
-  IntVariant v{R, U, TLO, THI, {}};
+  IntVariant v{R, U, TLO, THI, false, {}};
   qm::fill_by_T<TLO, THI>(v.fns, [](auto t) { return &qmatvec_int_kernel<decltype(t)::value, R, U, MINB>; });
   return v;
 }
 
+template <int R, int MINB>
+IntVariant make_int_db() {  // T = 1 only: the decode step's launches (the tuner's candidates)
+  IntVariant v{R, 1, 1, 1, true, {}};
+  qm::fill_by_T<1, 1>(v.fns, [](auto t) { return &qmatvec_int_db_kernel<decltype(t)::value, R, MINB>; });
+  return v;
+}
+
+constexpr int kIntVariants = 9;
 const IntVariant* int_variants(int* count) {
-  static const IntVariant table[] = {
+  static const IntVariant table[kIntVariants] = {
       make_int<4, 1, 1, 9, 4>(), make_int<2, 2, 1, 9, 4>(), make_int<2, 1, 1, 9, 5>(),
       make_int<4, 2, 1, 2, 4>(), make_int<8, 1, 1, 1, 4>(), make_int<3, 1, 1, 9, 4>(),
+      make_int_db<2, 5>(),       make_int_db<4, 4>(),       make_int_db<8, 3>(),
   };
-  *count = static_cast<int>(sizeof(table) / sizeof(table[0]));
+  *count = kIntVariants;
   return table;
 }
 
-const IntVariant* find_int(int64_t T, int R, int U, int* index) {
+const IntVariant* find_int(int64_t T, int R, int U, int* index, bool db = false) {
   int n = 0;
   const IntVariant* v = int_variants(&n);
   for (int i = 0; i < n; ++i)
-    if (v[i].R == R && v[i].U == U && T >= v[i].t_lo && T <= v[i].t_hi) {
+    if (v[i].R == R && v[i].U == U && v[i].db == db && T >= v[i].t_lo && T <= v[i].t_hi) {
       *index = i;
       return &v[i];
     }
@@ -177,7 +270,7 @@ const IntVariant* find_int(int64_t T, int R, int U, int* index) {
 
 // blocks a multiprocessor holds of each compiled kernel (at least 1: a launch needs a grid)
 int occupancy(int index, int64_t T, IntFn fn) {
-  static qm::OccupancyCache<8, kMaxSkinnyRows> cache;
+  static qm::OccupancyCache<kIntVariants, kMaxSkinnyRows> cache;
   return std::max(1, cache.get(index, T, fn, kWarps * 32));
 }
 
@@ -217,7 +310,9 @@ bool q4int_available(int64_t T, const QMatvecConfig& cfg) {
   if (cfg.integer == kGroupMma) return q4gm_available(T, cfg);
   int i = 0;
   const int R = cfg.rows_per_warp == kIntFitRows ? 2 : cfg.rows_per_warp;  // fit: R = 2..4 at U = 1
-  return T >= 1 && T <= kMaxSkinnyRows && find_int(T, R, cfg.unroll, &i) != nullptr;
+  const bool db = cfg.stages == kIntDoubleBuffer;
+  if (db && cfg.rows_per_warp == kIntFitRows) return false;
+  return T >= 1 && T <= kMaxSkinnyRows && find_int(T, R, cfg.unroll, &i, db) != nullptr;
 }
 
 QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
@@ -307,11 +402,11 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
       if (v == nullptr || slots < best) v = c, index = i, best = slots, blocks = cblocks, nb = cnb;
     }
   } else {
-    v = find_int(T, cfg.rows_per_warp, cfg.unroll, &index);
+    v = find_int(T, cfg.rows_per_warp, cfg.unroll, &index, cfg.stages == kIntDoubleBuffer);
     if (v != nullptr) blocks = int_grid(index, v, T, total, sms, &nb);
   }
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled integer kernel for T=", T, " rows_per_warp=", cfg.rows_per_warp,
-             " unroll=", cfg.unroll);
+             " unroll=", cfg.unroll, cfg.stages == kIntDoubleBuffer ? " (double-buffered)" : "");
   const IntFn fn = v->fns[T - 1];
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
   const int64_t warps = blocks * kWarps;

@@ -31,8 +31,11 @@ struct CapturedGraph {
   }
 };
 
-// µs a launch of `cfg` on this launch: the fastest of kReplays replays of a kLaunches graph.
-double graph_us(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T, const QMatvecConfig& cfg) {
+// µs a launch of `cfg` on this launch: the fastest of kReplays replays of a kLaunches graph. With
+// sets > 1, outs holds `sets` launches of the same shape (n matrices each, other layers' weights)
+// and the graph cycles through them, so each launch reads weights the previous ones did not.
+double graph_us(CudaDevice& dev, const QMatvecOut* outs, int n, int sets, const float* ws, int64_t T,
+                const QMatvecConfig& cfg) {
   cudaStream_t s = dev.stream();
   // one launch outside the capture: first-use set-up (shared-memory attributes, occupancy queries)
   // happens here, not inside the graph
@@ -40,7 +43,7 @@ double graph_us(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws,
   CapturedGraph t;
   MERE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   try {
-    for (int i = 0; i < kLaunches; ++i) qmatvec_multi(dev, outs, n, ws, T, cfg);
+    for (int i = 0; i < kLaunches; ++i) qmatvec_multi(dev, outs + (i % sets) * n, n, ws, T, cfg);
   } catch (...) {
     cudaStreamEndCapture(s, &t.graph);
     throw;
@@ -59,7 +62,7 @@ double graph_us(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws,
 
 // The integer-contract shapes compiled for T: register R rows a batch x U chunks in flight, the
 // per-launch fit, the cp.async ring R rows x D stages.
-std::vector<QMatvecConfig> candidates(int64_t T) {
+std::vector<QMatvecConfig> candidates(int64_t T, int mode) {
   std::vector<QMatvecConfig> out;
   auto add = [&](QMatvecConfig c) {
     if (qmatvec_config_available(4, T, c)) out.push_back(c);
@@ -70,6 +73,10 @@ std::vector<QMatvecConfig> candidates(int64_t T) {
     c.rows_per_warp = R;
     c.unroll = U;
     add(c);
+  }
+  if (mode == 2) {  // session 24: 4 rows x 2 chunks, the double-buffered register kernel (T = 1)
+    add(QMatvecConfig{4, 2, 0, 0, 1});
+    for (int R : {2, 4, 8}) add(QMatvecConfig{R, 1, 0, detail::kIntDoubleBuffer, 1});
   }
   for (auto [R, D] : {std::pair{4, 3}, {2, 4}}) {
     QMatvecConfig c;
@@ -93,17 +100,24 @@ bool same_launch(const MatvecTuneRecord& r, const QMatvecOut* outs, int n, int64
 
 }  // namespace
 
-bool matvec_tune_enabled() {
-  // on by default since session 16 (H100: 27B decode +1.0%, 35B-A3B +1.5%; engine_check 49/49 with it)
-  static const bool on = env_choice("MERE_CUDA_MV_TUNE", {"0", "1"}) != 0;
-  return on;
+int matvec_tune_mode() {
+  // 1 by default since session 16 (H100: 27B decode +1.0%, 35B-A3B +1.5%; engine_check 49/49 with it);
+  // 2: session 24's cold timing and extra shapes (opt-in until a GPU has measured it)
+  static const int mode = [] {
+    const int c = env_choice("MERE_CUDA_MV_TUNE", {"0", "1", "2"});
+    return c < 0 ? 1 : c;
+  }();
+  return mode;
 }
+
+bool matvec_tune_enabled() { return matvec_tune_mode() != 0; }
 
 std::string matvec_shape_name(const QMatvecConfig& c) {
   if (c.rows_per_warp == 0 || c.unroll == 0) return "default";
   if (c.integer == detail::kIntPipelined)
     return "pipe R" + std::to_string(c.rows_per_warp) + "D" + std::to_string(c.stages);
   if (c.rows_per_warp == detail::kIntFitRows) return "fit";
+  if (c.stages == detail::kIntDoubleBuffer) return "R" + std::to_string(c.rows_per_warp) + "DB";
   return "R" + std::to_string(c.rows_per_warp) + "U" + std::to_string(c.unroll);
 }
 
@@ -118,20 +132,26 @@ QMatvecConfig MatvecShapeTable::get(const QMatvecOut* outs, int n, int64_t T) co
   return r ? r->cfg : QMatvecConfig{};
 }
 
-void MatvecShapeTable::tune(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T) {
+void MatvecShapeTable::tune(CudaDevice& dev, const QMatvecOut* outs, int n, int sets, const float* ws, int64_t T) {
   MERE_CHECK(n >= 1 && n <= kMaxMultiMatrices, "matvec tuning", "matrix count out of range: ", n);
+  MERE_CHECK(sets >= 1, "matvec tuning", "launch set count out of range: ", sets);
+  for (int k = 1; k < sets; ++k)
+    for (int i = 0; i < n; ++i)
+      MERE_CHECK(outs[k * n + i].W.rows == outs[i].W.rows && outs[k * n + i].W.cols == outs[i].W.cols &&
+                     outs[k * n + i].W.bits == outs[i].W.bits && outs[k * n + i].W.tiled == outs[i].W.tiled,
+                 "matvec tuning", "launch set ", k, " differs in shape from set 0 (matrix ", i, ")");
   if (find(outs, n, T) != nullptr || outs[0].W.bits != 4 || outs[0].W.tiled) return;
   int64_t total = 0;
   for (int i = 0; i < n; ++i) total += outs[i].W.rows;
   const QMatvecConfig def = qmatvec_default_config(4, T, total);
   if (def.integer != 1 && def.integer != detail::kIntPipelined) return;  // another contract's kernel
-  std::vector<QMatvecConfig> cands = candidates(T);
+  std::vector<QMatvecConfig> cands = candidates(T, matvec_tune_mode());
   if (!detail::q4pipe_supported(outs, n, outs[0].W.cols))  // else it would time the register fallback
     std::erase_if(cands, [](const QMatvecConfig& c) { return c.integer == detail::kIntPipelined; });
   std::vector<std::vector<double>> us(cands.size() + 1);
   for (int round = 0; round < kRounds; ++round) {
-    us[0].push_back(graph_us(dev, outs, n, ws, T, QMatvecConfig{}));
-    for (size_t c = 0; c < cands.size(); ++c) us[c + 1].push_back(graph_us(dev, outs, n, ws, T, cands[c]));
+    us[0].push_back(graph_us(dev, outs, n, sets, ws, T, QMatvecConfig{}));
+    for (size_t c = 0; c < cands.size(); ++c) us[c + 1].push_back(graph_us(dev, outs, n, sets, ws, T, cands[c]));
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());

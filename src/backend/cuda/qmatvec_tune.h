@@ -16,7 +16,11 @@
 namespace mere::cuda {
 
 // MERE_CUDA_MV_TUNE: unset or 1 -> the engine measures its 1-token matvec launches at load; 0 ->
-// qmatvec's default shapes. Anything else is a mere::Error. Read once per process.
+// qmatvec's default shapes; 2 -> as 1, but each shape is timed cold (the graph cycles through the
+// same launch of up to 16 layers, so the weights come from DRAM as in a decode step instead of the
+// L2 that one matrix's 16 repeats fit in) and the candidates add R4U2 and the double-buffered
+// register kernel (R2DB, R4DB, R8DB). Anything else is a mere::Error. Read once per process.
+int matvec_tune_mode();
 bool matvec_tune_enabled();
 
 // One measured launch: its matrices' rows, width and token count, each shape's time a launch
@@ -42,7 +46,9 @@ class MatvecShapeTable {
   // beat the default by 2% to replace it (the graph timings vary ~1-3% run to run). The outputs'
   // y are overwritten (never accumulated into: the caller passes scratch). 4-bit MLX-layout
   // launches only (others keep their default); measured once per key.
-  void tune(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T);
+  // sets > 1: outs holds `sets` launches of this shape ([sets][n], other layers' matrices), timed in
+  // turn (cold weights); the record is keyed by set 0.
+  void tune(CudaDevice& dev, const QMatvecOut* outs, int n, int sets, const float* ws, int64_t T);
   const std::vector<MatvecTuneRecord>& records() const { return records_; }
 
  private:

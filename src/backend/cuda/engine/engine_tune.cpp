@@ -1,9 +1,13 @@
 // CudaEngine::tune_matvecs (MERE_CUDA_MV_TUNE, default 1): the engine's 1-token matvec launches, grouped as
 // linear / linear_shared / accumulate_prepared / the lm_head launch them, timed once at load with
 // every integer-contract shape (qmatvec_tune.h). Every layer of one kind has the same launches, so
-// the first of each kind stands for all; the MTP head's launches share their shapes with the main
-// layers except its fc.
+// the first of each kind stands for all (MERE_CUDA_MV_TUNE=2: up to 16 of each kind, timed in turn,
+// so the weights are cold as in a decode step); the MTP head's launches share their shapes with the
+// main layers except its fc.
 #include <cstdio>
+#include <vector>
+
+#include "core/error.h"
 
 #include "backend/cuda/engine/engine.h"
 
@@ -12,47 +16,74 @@ namespace mere::cuda {
 void CudaEngine::tune_matvecs() {
   if (!matvec_tune_enabled()) return;
   DeviceGuard guard(dev_.ordinal());
-  // the launches exactly as the forward groups them (one multi launch when fused and every matrix
-  // is quantised alike, else one launch each); outputs into scratch, never accumulated
-  auto tune = [&](std::initializer_list<std::pair<const DMat*, float*>> ms) {
-    QMatvecOut o[kMaxMultiMatrices];
+  using Launch = std::vector<std::pair<const DMat*, float*>>;
+  // one launch exactly as the forward groups it (one multi launch when fused and every matrix is
+  // quantised alike, else one launch each), given for one or more layers of its kind (MERE_CUDA_MV_TUNE=2
+  // times it across them, cold); outputs into scratch, never accumulated
+  auto tune = [&](const std::vector<Launch>& layers) {
+    std::vector<QMatvecOut> o;
     int n = 0;
-    for (const auto& [W, y] : ms)
-      if (W->quantized() && W->count == 1) o[n++] = QMatvecOut{W->qview(), y, false};
+    for (const Launch& ms : layers) {
+      const size_t before = o.size();
+      for (const auto& [W, y] : ms)
+        if (W->quantized() && W->count == 1) o.push_back(QMatvecOut{W->qview(), y, false});
+      const int got = static_cast<int>(o.size() - before);
+      if (&ms == &layers.front()) n = got;
+      MERE_CHECK(got == n, "matvec tuning", "layers of one kind quantise their projections differently");
+    }
     if (n == 0) return;
+    const int sets = static_cast<int>(o.size()) / n;
     // the prepared input's values do not change a launch's time; zeros keep every read defined
     dev_.fill_bytes(qws_, 0, static_cast<size_t>(qmatvec_workspace_floats(1, o[0].W.cols, 4)) * 4);
-    if (fuse_ && common_bits(ms)) {
-      mv_shapes_.tune(dev_, o, n, qws_, 1);
+    std::vector<const DMat*> ms;
+    for (const auto& m : layers.front()) ms.push_back(m.first);
+    if (fuse_ && common_bits(ms.data(), ms.size())) {
+      mv_shapes_.tune(dev_, o.data(), n, sets, qws_, 1);
       return;
     }
-    for (int i = 0; i < n; ++i) mv_shapes_.tune(dev_, &o[i], 1, qws_, 1);
+    for (int i = 0; i < n; ++i) {  // one launch each: set k's matrix i
+      std::vector<QMatvecOut> one;
+      for (int k = 0; k < sets; ++k) one.push_back(o[static_cast<size_t>(k * n + i)]);
+      mv_shapes_.tune(dev_, one.data(), 1, sets, qws_, 1);
+    }
   };
-  bool gdn = false, attn = false;
-  auto layer = [&](const DLayer& L) {
-    if (L.kind == LayerKind::Full) {
-      tune({{&L.attn.q, qg_}, {&L.attn.k, kk_}, {&L.attn.v, vv_}});
-      tune({{&L.attn.o, o_}});
+  // the layers a launch is timed over: the first of its kind, or (cold) up to 16 of them
+  const size_t per_kind = matvec_tune_mode() == 2 ? 16 : 1;
+  auto of_kind = [&](bool full) {
+    std::vector<const DLayer*> v;
+    for (const DLayer& L : layers_)
+      if ((L.kind == LayerKind::Full) == full && v.size() < per_kind) v.push_back(&L);
+    return v;
+  };
+  auto each = [&](const std::vector<const DLayer*>& ls, auto launch_of) {
+    std::vector<Launch> out;
+    for (const DLayer* L : ls) out.push_back(launch_of(*L));
+    if (!out.empty()) tune(out);
+  };
+  auto kind = [&](const std::vector<const DLayer*>& ls) {
+    if (ls.empty()) return;
+    if (ls.front()->kind == LayerKind::Full) {
+      each(ls, [&](const DLayer& L) { return Launch{{&L.attn.q, qg_}, {&L.attn.k, kk_}, {&L.attn.v, vv_}}; });
+      each(ls, [&](const DLayer& L) { return Launch{{&L.attn.o, o_}}; });
     } else {
-      tune({{&L.gdn.qkv, raw_}, {&L.gdn.z, z_}, {&L.gdn.b, gb_}, {&L.gdn.a, ga_}});
-      tune({{&L.gdn.out, o_}});
+      each(ls, [&](const DLayer& L) {
+        return Launch{{&L.gdn.qkv, raw_}, {&L.gdn.z, z_}, {&L.gdn.b, gb_}, {&L.gdn.a, ga_}};
+      });
+      each(ls, [&](const DLayer& L) { return Launch{{&L.gdn.out, o_}}; });
     }
     if (!cfg_.is_moe) {
-      tune({{&L.mlp.gate, f1_}, {&L.mlp.up, f2_}});
-      tune({{&L.mlp.down, o_}});
-    } else {
-      tune({{&L.router, rlog_}, {&L.shared_gate, sg_}});  // 4-bit routers only (8-bit keeps its shape)
+      each(ls, [&](const DLayer& L) { return Launch{{&L.mlp.gate, f1_}, {&L.mlp.up, f2_}}; });
+      each(ls, [&](const DLayer& L) { return Launch{{&L.mlp.down, o_}}; });
+    } else {  // 4-bit routers only (8-bit keeps its shape)
+      each(ls, [&](const DLayer& L) { return Launch{{&L.router, rlog_}, {&L.shared_gate, sg_}}; });
     }
   };
-  for (const DLayer& L : layers_) {
-    bool& seen = L.kind == LayerKind::Full ? attn : gdn;
-    if (!seen) layer(L);
-    seen = true;
-  }
-  tune({{&lm_head_, logits_}});
+  kind(of_kind(false));
+  kind(of_kind(true));
+  tune({Launch{{&lm_head_, logits_}}});
   if (has_mtp_) {
-    tune({{&mtp_fc_, o_}});
-    layer(mtp_layer_);
+    tune({Launch{{&mtp_fc_, o_}}});
+    kind({&mtp_layer_});
   }
   dev_.synchronize("cuda matvec tuning");
 }
