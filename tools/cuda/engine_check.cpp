@@ -545,31 +545,9 @@ int main(int argc, char** argv) {
   guarded("qwen35-moe-tiny fusion", [&] { fusion(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny"); });
   guarded("qwen35-moe-tiny prefill glue", [&] {
     prefill_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_PREFILL_GLUE", "separate");
-    prefill_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_X", "rows");
-  });
-  guarded("qwen35-moe-tiny attention merge in the gate + prepare launch", [&] {
-    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ATTN_MERGE", "fused");
   });
   guarded("qwen35-moe-tiny routing in gate/up", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "separate");
-  });
-  // The bundled MoE model's rows are 256 wide (8 code chunks), so the early-load kernels' second
-  // chunk set needs the real width: a 4-layer random 4-bit checkpoint of the 35B-A3B geometry with
-  // 32 experts (hidden 2048: 64 chunks a gate/up row, both sets in use)
-  guarded("qwen3.5-35b-a3b geometry, 4 layers, 32 experts (synthetic 4-bit): early MoE weight loads", [&] {
-    SynthOptions o;
-    o.geometry = geometry_preset("qwen3.5-35b-a3b");
-    o.geometry.num_hidden_layers = 4;
-    o.geometry.layer_types.clear();
-    o.geometry.num_experts = 32;
-    o.geometry.validate();
-    o.bits = 4;
-    o.seed = 24;
-    o.out_dir = (fs::temp_directory_path() / "mere-engine-check-moe-q4").string();
-    o.force = true;
-    write_synth_checkpoint(o);
-    env_pair(root, "qwen3.5-35b-a3b-4l", o.out_dir, "MERE_CUDA_MOE_PF", "on", false, "qwen35-moe-tiny");
-    fs::remove_all(o.out_dir);
   });
   // The bundled models' linear-attention heads are 64 wide, so their GatedDeltaNet runs on the
   // generic step; the 128-wide decode kernels (gdn_decode, the step + gated norm launch) need a
@@ -585,7 +563,6 @@ int main(int argc, char** argv) {
     write_synth_checkpoint(o);
     env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
-    env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_ATTN_MERGE", "fused", false, "qwen35-dense-tiny");
     prefill_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {

@@ -657,20 +657,6 @@ void check_moe_stream(CudaDevice& dev, const HostQ& hq, DevQ& dq, int64_t E, int
     record_bool(std::string(tag) + " moe_stream tight == register loads (bitwise, single and gate/up)", same,
                 same ? "bitwise equal" : "differ");
   }
-  {  // X rows by token (the engine's MERE_CUDA_MOE_X=rows): the tokens' own prepared rows read through
-     // row_token instead of the gathered copy: bitwise the gathered gate/up
-    const int64_t T = static_cast<int64_t>(x.size()) / K;
-    DeviceBuffer dx = to_device(dev, x, "x tokens"), dxt = dev.alloc(T * K * 2, "xq tokens");
-    DeviceBuffer drt = to_device(dev, row_token, "row_token");
-    qgemm_prepare_x(dev, dx.as<float>(), T, K, K, dxt.as<uint16_t>());
-    poison(dev, dy);
-    moe_stream_gate_up(dev, dq.view, du.view, E, Ne, dxt.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne,
-                       MoeStreamLoads::Tight, drt.as<int32_t>());
-    const auto r = from_device<float>(dev, dy, P * Ne);
-    const bool same = std::memcmp(r.data(), yp.data(), yp.size() * 4) == 0;
-    record_bool(std::string(tag) + " moe_stream_gate_up tight, X rows by token == gathered X (bitwise)", same,
-                same ? "bitwise equal" : "differ");
-  }
   if (wgemm_moe_supported(dev, dq.view, Ne)) {  // the wgmma experts: the same bf16 operands as moe_stream
     poison(dev, dy);
     wgemm_moe(dev, dq.view, E, Ne, dxq.as<uint16_t>(), doff.as<int32_t>(), P, dy.as<float>(), Ne);

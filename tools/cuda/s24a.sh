@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# RAN ONCE (session 24, H200, bench/cuda/s24/h200-a): every variant it measures was neutral or slower and
+# was removed after the run (MERE_CUDA_PREP_STAGE, _ATTN_MERGE, _MOE_X, _MOE_PF no longer exist), so
+# the A/B part no longer measures anything; kept as the record of what ran.
 # Session 24's first device call (written in session 23, which had no device time left for it), on
 # binaries rebuilt from HEAD:
 #  1. MERE_CUDA_PREP_STAGE=smem (opt-in, never run): the decode RMSNorm and gated RMSNorm producers

@@ -39,12 +39,11 @@ struct Args {
   const uint8_t* codes[2];   // m-tile 0 / 1 matrix ([E*Ne, K/2] bytes)
   const uint32_t* scales[2]; // [E*Ne, K/64] bf16 viewed as u32 pairs (K % 128 == 0: rows start aligned)
   const uint32_t* biases[2];
-  const uint16_t* x;         // [P, K] prepared bf16 (XROWS: [tokens, K], row r of P read at x_rows[r])
+  const uint16_t* x;         // [P, K] prepared bf16
   float* y;                  // [P, ldy]
   int64_t ldy;
   const int32_t* offsets;    // [E+1]
   int E, Ne, K;
-  const int32_t* x_rows;     // XROWS: [P] the X row of each gathered row (the token), else null
 };
 
 __device__ __forceinline__ void mma_bf16(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -65,7 +64,7 @@ struct Buf {
 // RING: the codes and scale words go global -> shared by cp.async through a kStages-deep ring of
 // this lane's own slots (each lane reads back only what it copied, so cp.async.wait_group alone
 // orders it: no barrier), which keeps ~3 spans in flight without holding them in registers.
-template <bool PAIR, int NT, bool RING, bool XROWS = false>
+template <bool PAIR, int NT, bool RING>
 __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int rb, int lane, uint4* ring) {
   const int g = lane >> 2, c = lane & 3;
   const int K = a.K, nspan = K / kSpan, groups = K / 64;
@@ -90,11 +89,7 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
   const int last = m_end - 1;
   int xo[NT];
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int row = min(m0 + 8 * nt + g, last);
-    if constexpr (XROWS) xo[nt] = __ldg(a.x_rows + row) * K + 32 * c;  // the token's row: no gathered copy
-    else xo[nt] = row * K + 32 * c;
-  }
+  for (int nt = 0; nt < NT; ++nt) xo[nt] = min(m0 + 8 * nt + g, last) * K + 32 * c;
 
   float acc[2][NT][4];
 #pragma unroll
@@ -209,7 +204,7 @@ __device__ __forceinline__ void run(const Args& a, int e, int m0, int m_end, int
     }
 }
 
-template <bool PAIR, bool RING, bool XROWS = false>
+template <bool PAIR, bool RING>
 __device__ __forceinline__ void stream_block(const Args& a, uint4* ring_base) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   constexpr int kRowsWarp = PAIR ? 16 : 32;
@@ -220,10 +215,10 @@ __device__ __forceinline__ void stream_block(const Args& a, uint4* ring_base) {
   const int m_end = min(t.m0 + kBT, t.m_end);
   uint4* ring = RING ? ring_base + warp * kStages * kSlots * 32 : nullptr;
   switch ((m_end - t.m0 + 7) / 8) {
-    case 1: run<PAIR, 1, RING, XROWS>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
-    case 2: run<PAIR, 2, RING, XROWS>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
-    case 3: run<PAIR, 3, RING, XROWS>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
-    default: run<PAIR, 4, RING, XROWS>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 1: run<PAIR, 1, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 2: run<PAIR, 2, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    case 3: run<PAIR, 3, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
+    default: run<PAIR, 4, RING>(a, t.expert, t.m0, m_end, rb, lane, ring); break;
   }
 }
 
@@ -235,12 +230,11 @@ __global__ void __launch_bounds__(kThreads) moe_stream_kernel(const Args a) {
 }
 
 // the same held to 4 blocks an SM (128 registers; ptxas spills 64-136 bytes, L1-resident): 5%
-// faster than 3 blocks (docs/cuda-kernels.md "MoE prefill v2c"), the engine's default. XROWS: X rows
-// through a.x_rows (moe_stream_gate_up's x_rows)
-template <bool PAIR, bool XROWS = false>
+// faster than 3 blocks (docs/cuda-kernels.md "MoE prefill v2c"), the engine's default
+template <bool PAIR>
 __global__ void __launch_bounds__(kThreads, 4) moe_stream_tight_kernel(const Args a) {
   pdl_begin();
-  stream_block<PAIR, false, XROWS>(a, nullptr);
+  stream_block<PAIR, false>(a, nullptr);
 }
 
 // shared-memory ring: 48 KB a block; held to 3 blocks an SM (168 registers) without spills
@@ -260,11 +254,8 @@ void check(const QWeightView& W, int64_t E, int64_t Ne, int64_t P, int64_t ldy, 
 
 template <bool PAIR>
 void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1, int64_t E, int64_t Ne,
-                   const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy, MoeStreamLoads loads,
-                   const int32_t* x_rows = nullptr) {
+                   const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy, MoeStreamLoads loads) {
   if (P == 0) return;
-  MERE_CHECK(x_rows == nullptr || (PAIR && loads == MoeStreamLoads::Tight), "cuda moe_stream_gate_up",
-             "X rows by index need the tight loads (MERE_CUDA_MOE_STREAM=tight)");
   DeviceGuard guard(dev.ordinal());
   Args a{};
   const QWeightView* w[2] = {&W0, &W1};
@@ -274,7 +265,6 @@ void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1
     a.biases[i] = reinterpret_cast<const uint32_t*>(w[i]->biases);
   }
   a.x = xq;
-  a.x_rows = x_rows;
   a.y = y;
   a.ldy = ldy;
   a.offsets = offsets;
@@ -287,9 +277,6 @@ void launch_stream(CudaDevice& dev, const QWeightView& W0, const QWeightView& W1
   if (loads == MoeStreamLoads::Ring)
     launch(PAIR ? "moe_stream_ring_kernel<pair>" : "moe_stream_ring_kernel", &moe_stream_ring_kernel<PAIR>, grid,
            kThreads, kRingBytes, dev.stream(), a);
-  else if (loads == MoeStreamLoads::Tight && x_rows != nullptr)
-    launch("moe_stream_tight_kernel<pair, x rows>", &moe_stream_tight_kernel<PAIR, true>, grid, kThreads, 0, dev.stream(),
-           a);
   else if (loads == MoeStreamLoads::Tight)
     launch(PAIR ? "moe_stream_tight_kernel<pair>" : "moe_stream_tight_kernel", &moe_stream_tight_kernel<PAIR>, grid,
            kThreads, 0, dev.stream(), a);
@@ -313,12 +300,12 @@ void moe_stream(CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne, co
 
 void moe_stream_gate_up(CudaDevice& dev, const QWeightView& G, const QWeightView& U, int64_t E, int64_t Ne,
                         const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy,
-                        MoeStreamLoads loads, const int32_t* x_rows) {
+                        MoeStreamLoads loads) {
   check(G, E, Ne, P, ldy, "cuda moe_stream_gate_up");
   check(U, E, Ne, P, ldy, "cuda moe_stream_gate_up");
   MERE_CHECK(G.cols == U.cols, "cuda moe_stream_gate_up", "gate and up: expected the same cols, got ", G.cols, " and ",
              U.cols);
-  launch_stream<true>(dev, G, U, E, Ne, xq, offsets, P, y, ldy, loads, x_rows);
+  launch_stream<true>(dev, G, U, E, Ne, xq, offsets, P, y, ldy, loads);
 }
 
 }  // namespace mere::cuda

@@ -41,11 +41,8 @@ void moe_stream(CudaDevice& dev, const QWeightView& W, int64_t E, int64_t Ne, co
 
 // Gate and up in one pass with the SwiGLU fused: y[r, n] = silu(xq[r] · G[e*Ne + n]) * (xq[r] ·
 // U[e*Ne + n]), rounded as k::swiglu (fmul_rn(silu(g), u)). G and U: the same shape.
-// x_rows (tight loads only; null: xq holds the P gathered rows): row r reads xq[x_rows[r]], so xq may
-// be the tokens' own prepared rows (qgemm_prepare_x of [T, K]) with x_rows = moe_sort_pairs' row_token:
-// bitwise the gathered launch, without the gathered copy.
 void moe_stream_gate_up(CudaDevice& dev, const QWeightView& G, const QWeightView& U, int64_t E, int64_t Ne,
                         const uint16_t* xq, const int32_t* offsets, int64_t P, float* y, int64_t ldy,
-                        MoeStreamLoads loads = MoeStreamLoads::Registers, const int32_t* x_rows = nullptr);
+                        MoeStreamLoads loads = MoeStreamLoads::Registers);
 
 }  // namespace mere::cuda

@@ -33,8 +33,6 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
   moe_route_fused_ = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate"}) != 1;
   step_norm_fused_ = env_choice("MERE_CUDA_STEP_NORM", {"fused", "separate"}) == 0;
-  attn_merge_fused_ = env_choice("MERE_CUDA_ATTN_MERGE", {"fused", "separate"}) == 0;
-  moe_pf_ = env_choice("MERE_CUDA_MOE_PF", {"off", "on"}) == 1;
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head", true);
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");

@@ -151,16 +151,6 @@ class CudaEngine final : public DeviceEngine {
   // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or
   // separate: two launches (the default until a GPU run has checked and measured it). Read at load.
   bool step_norm_fused_ = false;
-  // MERE_CUDA_ATTN_MERGE=fused: with fusion, the decode attention's span merge runs inside the sigmoid
-  // gate + prepare launch (k::combine_gate_prep, the same bits by construction; one launch fewer an
-  // attention layer); unset or separate: attn_combine then sigmoid_gate_prep (the default until a GPU
-  // run has checked and measured it, session 23). Read at load.
-  bool attn_merge_fused_ = false;
-  // MERE_CUDA_MOE_PF=on: the decode MoE launches load the shared expert's weights before the PDL wait,
-  // keep two chunk sets of a row in flight and ask the L2 for the selected experts' down rows in the
-  // gate/up launch (k_moe.cu PF; bitwise the same); off (the default until a GPU run has checked and
-  // measured it, session 24). Read at load.
-  bool moe_pf_ = false;
 
   // scratch of one pass
   DeviceBuffer scratch_;

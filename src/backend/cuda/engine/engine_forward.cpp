@@ -95,14 +95,10 @@ bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepar
   k::attn_prepare(s, qg_, kk_, vv_, a.q_norm, a.k_norm, pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
                   static_cast<float>(cfg_.rms_norm_eps), q_, kc, vc);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int ob = fuse_bits({&a.o});
-  // MERE_CUDA_ATTN_MERGE=fused: the spans' merge joins the gate + prepare launch (att_ not written)
-  const bool merged = ob && attn_merge_fused_ && k::combine_gate_prep_supported(hd);
-  if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, !merged);
-  else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, !merged);
-  if (ob) {  // gate + prepare in one launch, o_proj added to x by its matvec
-    if (merged) k::combine_gate_prep(s, aws_, qg_, T, nh, hd, kSpans, ob, qws_);
-    else k::sigmoid_gate_prep(s, att_, qg_, T, nh, hd, ob, qws_);
+  if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_);
+  else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_);
+  if (const int ob = fuse_bits({&a.o})) {  // gate + prepare in one launch, o_proj added to x by its matvec
+    k::sigmoid_gate_prep(s, att_, qg_, T, nh, hd, ob, qws_);
     accumulate_prepared(a.o, T, x);
     return true;
   }
@@ -189,15 +185,14 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
                                             L.shared.up, L.shared.down, K);
   if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K)) {
     k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
-                         ridx_, rw_, xn, T, K, eg_, f1_, moe_pf_ ? &L.experts.down : nullptr);
-    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_pf_);
+                         ridx_, rw_, xn, T, K, eg_, f1_);
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
     return;
   }
   k::moe_route(s, rlog_, T, E, K, cfg_.norm_topk_prob, ridx_, rw_);
   if (fused) {
-    k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_,
-                   moe_pf_ ? &L.experts.down : nullptr);
-    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_pf_);
+    k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_);
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
     return;
   }
   k::gemv(s, L.experts.gate, xn, T * K, K, ridx_, eg_);

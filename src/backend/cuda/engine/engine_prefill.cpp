@@ -61,7 +61,6 @@ struct CudaEngine::Prefill {
   bool attn_tc = true;        // MERE_CUDA_ATTN_PREFILL: attention_prefill_tc (default) or the SIMT kernel
   bool glue = true;           // MERE_CUDA_PREFILL_GLUE: producers write the GEMMs' bf16 X (default)
   bool glue_combine = true;   // ... and the MoE combine runs as one launch (default)
-  bool moe_x_rows = false;    // MERE_CUDA_MOE_X=rows: the experts read X by token, no gathered copy
   int64_t xn_cols = -1;       // xq holds xn prepared (its width) since the last norm, else -1
   float *x, *xn, *o, *h, *ws;
   // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_prefill or the engine's generic
@@ -255,9 +254,6 @@ void CudaEngine::alloc_prefill() {
   const int glue = prefill_glue();
   p->glue = glue == 0;
   p->glue_combine = glue != 1;
-  // MERE_CUDA_MOE_X: gather (the default) or rows (session 23, opt-in until a GPU has checked and
-  // measured it; needs the fused glue and the tight loads, else the gather runs)
-  p->moe_x_rows = env_choice("MERE_CUDA_MOE_X", {"gather", "rows"}) == 1;
   p->ws_floats = ws;
   p->xq_elems = xq;
   if ((mode == PrefillMode::Blas || mode == PrefillMode::Wgmma || mode == PrefillMode::Auto) && max_weights > 0)
@@ -431,22 +427,9 @@ void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
   gemm_shared({{&L.router, p.rlog}, {&L.shared_gate, p.sg}, {&L.shared.gate, p.f1}, {&L.shared.up, p.f2}}, p.xn, T,
               p.xn_cols);
   k::moe_route(s, p.rlog, T, E, K, cfg_.norm_topk_prob, p.ridx, p.rw);
+  swiglu_gemm(L.shared.down, p.f1, p.f2, T, p.sh);
   const DMlp& X = L.experts;
   const bool grouped = X.gate.quantized() && X.up.quantized() && X.down.quantized();
-  auto stacked = [](const DMat& W) {
-    return QWeightView{static_cast<const uint32_t*>(W.data), W.scales, W.biases, W.rows * W.count, W.cols, W.bits};
-  };
-  const QWeightView Wg = stacked(X.gate), Wu = stacked(X.up), Wd = stacked(X.down);
-  const MoePrefill mode = moe_prefill_mode();
-  const bool wg = grouped && mode == MoePrefill::Wgmma && wgemm_moe_supported(dev_, Wg, Ie) &&
-                  wgemm_moe_supported(dev_, Wu, Ie) && wgemm_moe_supported(dev_, Wd, H);
-  const bool stream = grouped && !wg && mode != MoePrefill::Grouped && moe_stream_supported(Wg, Ie) &&
-                      moe_stream_supported(Wu, Ie) && moe_stream_supported(Wd, H);
-  // MERE_CUDA_MOE_X=rows: the experts' gate/up reads each pair's X from the tokens' own bf16 rows, which
-  // the norm left in xq (xn_cols), so the gathered copy is skipped and the shared expert's down
-  // projection (whose preparation overwrites xq) runs after the experts' gate/up. Same bits.
-  const bool rows = p.moe_x_rows && stream && p.xn_cols == H && moe_stream_loads() == MoeStreamLoads::Tight;
-  if (!rows) swiglu_gemm(L.shared.down, p.f1, p.f2, T, p.sh);
   if (!grouped) {  // float experts: the exact gemv over the selected experts, as the sliced path
     k::gemv(s, X.gate, p.xn, P, K, p.ridx, p.eg);
     k::gemv(s, X.up, p.xn, P, K, p.ridx, p.eu);
@@ -455,14 +438,21 @@ void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
     k::moe_combine(s, p.ey, p.rw, p.sh, p.sg, T, K, H, out);
     return;
   }
+  auto stacked = [](const DMat& W) {
+    return QWeightView{static_cast<const uint32_t*>(W.data), W.scales, W.biases, W.rows * W.count, W.cols, W.bits};
+  };
+  const QWeightView Wg = stacked(X.gate), Wu = stacked(X.up), Wd = stacked(X.down);
+  const MoePrefill mode = moe_prefill_mode();
+  const bool wg = mode == MoePrefill::Wgmma && wgemm_moe_supported(dev_, Wg, Ie) && wgemm_moe_supported(dev_, Wu, Ie) &&
+                  wgemm_moe_supported(dev_, Wd, H);
+  const bool stream = !wg && mode != MoePrefill::Grouped && moe_stream_supported(Wg, Ie) &&
+                      moe_stream_supported(Wu, Ie) && moe_stream_supported(Wd, H);
   moe_sort_pairs(dev_, p.ridx, T, K, E, p.offsets, p.row_token, p.pair_row);
-  if (!rows) qgemm_prepare_x_gather(dev_, p.xn, p.row_token, P, H, H, p.xq);
+  qgemm_prepare_x_gather(dev_, p.xn, p.row_token, P, H, H, p.xq);
   if (wg) {
     wgemm_moe_gate_up(dev_, Wg, Wu, E, Ie, p.xq, p.offsets, P, p.eg, Ie);
   } else if (stream) {
-    moe_stream_gate_up(dev_, Wg, Wu, E, Ie, p.xq, p.offsets, P, p.eg, Ie, moe_stream_loads(),
-                       rows ? p.row_token : nullptr);
-    if (rows) swiglu_gemm(L.shared.down, p.f1, p.f2, T, p.sh);
+    moe_stream_gate_up(dev_, Wg, Wu, E, Ie, p.xq, p.offsets, P, p.eg, Ie, moe_stream_loads());
   } else {
     qgemm_grouped(dev_, Wg, E, Ie, p.xq, p.offsets, P, p.eg, Ie);
     qgemm_grouped(dev_, Wu, E, Ie, p.xq, p.offsets, P, p.eu, Ie);

@@ -3,7 +3,6 @@
 // MERE_CUDA_ATTN=gqa a block per KV head for all its query heads), sigmoid output gate. Mirrors
 // Qwen35Model::attention_block; the split is fixed (kSpans ranges of ceil(len/spans) positions).
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/engine/attn_merge.cuh"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -142,8 +141,13 @@ __global__ void __launch_bounds__(kThreads)
   pdl_begin();
   const int h = blockIdx.x, t = blockIdx.y;
   const float* base = ws + (static_cast<int64_t>(t) * nh + h) * spans * (hd + 2);
-  float M, L;
-  span_merge_scale(base, spans, hd, &M, &L);
+  float M = -INFINITY;
+  for (int s = 0; s < spans; ++s) M = fmaxf(M, base[s * (hd + 2) + hd]);
+  float L = 0.0f;
+  for (int s = 0; s < spans; ++s) {
+    const float ms = base[s * (hd + 2) + hd];
+    if (ms != -INFINITY) L = __fmaf_rn(base[s * (hd + 2) + hd + 1], expf(ms - M), L);
+  }
   for (int d = threadIdx.x; d < hd; d += kThreads) {
     float acc = 0.0f;
     for (int s = 0; s < spans; ++s) {
@@ -415,12 +419,11 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans) { return T * nh * spans * (hd + 2); }
 
 void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out, bool combine) {
+               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out) {
   MERE_CHECK(hd <= kMaxHd && nh % nkv == 0, "cuda attention", "unsupported heads ", nh, "/", nkv, " head_dim ", hd);
   dim3 grid(static_cast<unsigned>(nh), static_cast<unsigned>(spans), static_cast<unsigned>(T));
   launch("attn_split_kernel", attn_split_kernel, grid, kThreads, 0, s, q, kc, vc, pos, static_cast<int>(nh),
          static_cast<int>(nkv), static_cast<int>(hd), scale, ws);
-  if (!combine) return;
   dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
   launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, static_cast<int>(nh), static_cast<int>(hd),
          spans, out);
@@ -431,7 +434,7 @@ bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd) {
 }
 
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out, bool combine) {
+                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out) {
   MERE_CHECK(nkv >= 1 && nh % nkv == 0 && nh / nkv <= kGqaMaxG, "cuda attention (MERE_CUDA_ATTN=gqa)",
              "unsupported heads: ", nh, " query heads over ", nkv, " KV heads (", nkv >= 1 ? nh / nkv : 0,
              " a KV head); the GQA kernel takes at most ", kGqaMaxG, " query heads a KV head");
@@ -442,7 +445,6 @@ void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float*
   if (hd == 64) launch_gqa_g<64>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
   else if (hd == 128) launch_gqa_g<128>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
   else launch_gqa_g<256>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
-  if (!combine) return;
   dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
   launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, inh, static_cast<int>(hd), spans, out);
 }

@@ -5,7 +5,6 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/k_math.cuh"
-#include "backend/cuda/env_choice.h"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
@@ -62,18 +61,12 @@ __device__ __forceinline__ float row_inv_rms(float ss, int n, float eps) {
 
 // PREP = 4 or 8: after the row is written, the block prepares it as qmatvec's input at that bit
 // width (qmatvec_prep.cuh) into L; 0: no prepare.
-// Columns [c0, c1) (multiples of 64; the whole row: 0, L.cols). stage (shared memory, nullable):
-// holds columns [c0, c1) as written, read instead of the row in L2 (one dependent L2 round trip
-// fewer; the same floats, so the same bits).
+// Columns [c0, c1) (multiples of 64; the whole row: 0, L.cols).
 template <int PREP>
-__device__ __forceinline__ void prepare_tail(const float* yr, const prep::Layout& L, int c0, int c1,
-                                             const float* stage = nullptr) {
+__device__ __forceinline__ void prepare_tail(const float* yr, const prep::Layout& L, int c0, int c1) {
   if constexpr (PREP != 0) {
-    __syncthreads();  // the row was written by every thread of the block: read it back
-    if (stage)
-      prep::prepare_block<PREP>([stage, c0](int c) { return stage[c - c0]; }, static_cast<int>(blockIdx.x), c0, c1, L);
-    else
-      prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, static_cast<int>(blockIdx.x), c0, c1, L);
+    __syncthreads();  // the row was written by every thread of the block: read it back from L2
+    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, static_cast<int>(blockIdx.x), c0, c1, L);
   }
 }
 
@@ -113,15 +106,12 @@ __global__ void __launch_bounds__(kNormThreads)
 // XQ (prefill): y is also written rounded to bf16 into xq [T, n] in qgemm_prepare_x's layout (each 8
 // columns as {0,4,1,5,2,6,3,7}; the same round-to-nearest), so the GEMMs of this input need no
 // prepare launch: bitwise rms_norm then qgemm_prepare_x.
-// STAGE (PREP only; MERE_CUDA_PREP_STAGE=smem): the block's written units also go to shared memory,
-// and the prepare reads them there instead of from L2 (prepare_tail).
 constexpr int kNormMaxV4 = 8;  // n <= 8192
-template <int PREP, bool XQ = false, bool STAGE = false>
+template <int PREP, bool XQ = false>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_v4_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
                        float eps, float* y, int64_t ys, prep::Layout L, uint16_t* __restrict__ xq) {
   pdl_begin_producer(L.early);
-  __shared__ float4 stage[STAGE ? kNormMaxV4 * kNormThreads : 1];
   float4* xr = reinterpret_cast<float4*>(x + blockIdx.x * xs);
   float4* yr = reinterpret_cast<float4*>(y + blockIdx.x * ys);
   const float4* ar = add ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * n) : nullptr;
@@ -165,7 +155,6 @@ __global__ void __launch_bounds__(kNormThreads)
       o.z = __fmul_rn(__fmul_rn(v[k].z, r), wv.z);
       o.w = __fmul_rn(__fmul_rn(v[k].w, r), wv.w);
       yr[i] = o;
-      if constexpr (STAGE) stage[i - u0] = o;
       if constexpr (XQ) {
         // units 2m (columns a = 8m..8m+3) and 2m + 1 (b = 8m+4..8m+7) sit in adjacent lanes (n % 128 == 0
         // keeps the branch warp-uniform); the group's bf16 are {a.x, b.x, a.y, b.y | a.z, b.z, a.w, b.w}:
@@ -181,8 +170,7 @@ __global__ void __launch_bounds__(kNormThreads)
       }
     }
   }
-  prepare_tail<PREP>(reinterpret_cast<const float*>(yr), L, 4 * u0, 4 * u1,
-                     STAGE ? reinterpret_cast<const float*>(stage) : nullptr);
+  prepare_tail<PREP>(reinterpret_cast<const float*>(yr), L, 4 * u0, 4 * u1);
 }
 
 bool norm_v4_ok(const void* x, int64_t xs, const void* add, const void* w, int64_t n, const void* y, int64_t ys) {
@@ -335,10 +323,9 @@ void launch_norm(cudaStream_t s, float* x, int64_t xs, const float* add, const f
   // prepared rows of decode / verification: a cluster of 8 blocks a row (see rms_norm_v4_kernel)
   const unsigned nb = PREP != 0 && T <= 16 && n % 64 == 0 && n / 64 >= 8 ? 8u : 1u;
   if (norm_v4_ok(x, xs, add, w, n, y, ys))
-    launch_cluster("rms_norm_v4_kernel",
-                   PREP != 0 && prep_stage_smem() ? &rms_norm_v4_kernel<PREP, false, true> : &rms_norm_v4_kernel<PREP>,
-                   dim3(static_cast<unsigned>(T), nb), dim3(kNormThreads), dim3(1, nb, 1), 0, s, x, xs, add, w,
-                   static_cast<int>(n), eps, y, ys, L, nullptr);
+    launch_cluster("rms_norm_v4_kernel", &rms_norm_v4_kernel<PREP>, dim3(static_cast<unsigned>(T), nb),
+                   dim3(kNormThreads), dim3(1, nb, 1), 0, s, x, xs, add, w, static_cast<int>(n), eps, y, ys, L,
+                   nullptr);
   else
     launch("rms_norm_kernel", &rms_norm_kernel<PREP>, static_cast<unsigned>(T), kNormThreads, 0, s, x, xs, add, w,
            static_cast<int>(n), eps, y, ys, L);
@@ -361,13 +348,6 @@ void rms_norm_prep(cudaStream_t s, float* x, const float* add, const float* w, i
   const prep::Layout L = prep::producer_layout(ws, T, n, bits);
   if (bits == 4) launch_norm<4>(s, x, n, add, w, T, n, eps, y, n, L);
   else launch_norm<8>(s, x, n, add, w, T, n, eps, y, n, L);
-}
-
-bool prep_stage_smem() {
-  // MERE_CUDA_PREP_STAGE: l2 (the default) or smem (session 23, opt-in until a GPU has checked and
-  // measured it); read once
-  static const bool smem = env_choice("MERE_CUDA_PREP_STAGE", {"l2", "smem"}) == 1;
-  return smem;
 }
 
 bool rms_norm_xq(cudaStream_t s, float* x, const float* add, const float* w, int64_t T, int64_t n, float eps, float* y,

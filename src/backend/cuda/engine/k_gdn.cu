@@ -275,13 +275,11 @@ __global__ void gdn_generic_kernel(float* S, const float* q, const float* k, con
 // The gated RMSNorm of head h of token t (x, z, y: [T, Hv, Dv]), by the threads of one block: the
 // first kPrepThreads threads hold the values (a thread per column, stride kPrepThreads) and the
 // others add zeros to the block sum (exact), so a 256-thread block gives the 128-thread block's bits.
-// PREP = 4 or 8: then the block prepares the head's columns of y as qmatvec's input (into L), reading
-// them from `stage` (shared memory of >= Dv floats; MERE_CUDA_PREP_STAGE=smem) where given, else back
-// from L2 (the same floats either way).
+// PREP = 4 or 8: then the block prepares the head's columns of y as qmatvec's input (into L).
 template <int PREP>
 __device__ __forceinline__ void gated_norm_head(const float* x, const float* z, const float* w, int Hv, int Dv,
                                                 float eps, float* y, const prep::Layout& L, int h, int t,
-                                                float* partial, float* stage = nullptr) {
+                                                float* partial) {
   const int64_t off = (static_cast<int64_t>(t) * Hv + h) * Dv;
   const bool holder = threadIdx.x < kPrepThreads;
   float ss = 0.0f;
@@ -289,34 +287,23 @@ __device__ __forceinline__ void gated_norm_head(const float* x, const float* z, 
     for (int i = threadIdx.x; i < Dv; i += kPrepThreads) ss = __fmaf_rn(__ldcg(x + off + i), __ldcg(x + off + i), ss);
   const float r = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(block_sum(ss, partial), static_cast<float>(Dv)), eps));
   if (holder)
-    for (int i = threadIdx.x; i < Dv; i += kPrepThreads) {
-      const float v = __fmul_rn(__fmul_rn(w[i], __fmul_rn(__ldcg(x + off + i), r)), silu(z[off + i]));
-      y[off + i] = v;
-      if (stage) stage[i] = v;
-    }
+    for (int i = threadIdx.x; i < Dv; i += kPrepThreads)
+      y[off + i] = __fmul_rn(__fmul_rn(w[i], __fmul_rn(__ldcg(x + off + i), r)), silu(z[off + i]));
   if constexpr (PREP != 0) {
-    __syncthreads();  // the head's y was written by every thread of the block: read it back
-    const int c0 = h * Dv;
-    if (stage) {
-      prep::prepare_block<PREP>([stage, c0](int c) { return stage[c - c0]; }, t, c0, c0 + Dv, L);
-    } else {
-      const float* yr = y + static_cast<int64_t>(t) * Hv * Dv;
-      prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, t, c0, c0 + Dv, L);
-    }
+    __syncthreads();  // the head's y was written by every thread of the block: read it back from L2
+    const float* yr = y + static_cast<int64_t>(t) * Hv * Dv;
+    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, t, h * Dv, (h + 1) * Dv, L);
   }
 }
 
-// STAGE (PREP only, Dv <= kStageDv): the head's values are prepared from shared memory (gated_norm_head)
-constexpr int kStageDv = 1024;
-template <int PREP, bool STAGE = false>
+template <int PREP>
 __global__ void __launch_bounds__(kPrepThreads)
     gated_rms_norm_kernel(const float* x, const float* z, const float* w, int Hv, int Dv, float eps, float* y,
                           prep::Layout L) {
   pdl_begin_producer(L.early);
   __shared__ float partial[kPrepThreads / 32];
-  __shared__ float stage[STAGE ? kStageDv : 1];
   gated_norm_head<PREP>(x, z, w, Hv, Dv, eps, y, L, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
-                        partial, STAGE ? stage : nullptr);
+                        partial);
 }
 
 // The decode step (gdn_decode's rows, gdn_step.cuh) and the gated RMSNorm + prepare of
@@ -419,13 +406,12 @@ void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const f
              "expected 4 or 8 bits and a head width divisible by 64, got ", bits, " bits, head width ", Dv);
   dim3 grid(static_cast<unsigned>(Hv), static_cast<unsigned>(T));
   const prep::Layout L = prep::producer_layout(ws, T, Hv * Dv, bits);
-  const bool stage = prep_stage_smem() && Dv <= kStageDv;
   if (bits == 4)
-    launch("gated_rms_norm_kernel<4> (prepare)", stage ? &gated_rms_norm_kernel<4, true> : &gated_rms_norm_kernel<4>,
-           grid, kPrepThreads, 0, s, x, z, w, static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
+    launch("gated_rms_norm_kernel<4> (prepare)", &gated_rms_norm_kernel<4>, grid, kPrepThreads, 0, s, x, z, w,
+           static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
   else
-    launch("gated_rms_norm_kernel<8> (prepare)", stage ? &gated_rms_norm_kernel<8, true> : &gated_rms_norm_kernel<8>,
-           grid, kPrepThreads, 0, s, x, z, w, static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
+    launch("gated_rms_norm_kernel<8> (prepare)", &gated_rms_norm_kernel<8>, grid, kPrepThreads, 0, s, x, z, w,
+           static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
 }
 
 void gdn_step_norm_prep(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,

@@ -13,7 +13,6 @@
 // (stride E+4 floats: the float4 reads of 8 consecutive lanes hit distinct banks).
 #include <algorithm>
 
-#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
@@ -190,45 +189,47 @@ __device__ __forceinline__ void load_rows(const QRow (&r)[NR], int j, int nchunk
   }
 }
 
-// One chunk j of NR row-dots: qx over the chunk's columns, then acc = fma(scale, qx, fma(bias, sum, acc)).
 template <int BITS, int NR>
-__device__ __forceinline__ void dot_chunk(const QRow (&r)[NR], int j, const float* xs, const float* xsum,
-                                          const uint4 (&wv)[NR], float (&acc)[NR]) {
+__device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const float* xs, const float* xsum,
+                                         uint4 (&wv)[NR], float (&out)[NR]) {
   using G = Geo<BITS>;
-  const int g = j * G::E / 64;
-  float qx[NR];
+  const int lane = threadIdx.x & 31;
+  float acc[NR];
 #pragma unroll
-  for (int i = 0; i < NR; ++i) qx[i] = 0.0f;
+  for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
+  for (int j = lane; j < nchunk; j += 32) {
+    const int g = j * G::E / 64;
+    float qx[NR];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
+    for (int i = 0; i < NR; ++i) qx[i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#pragma unroll
+      for (int i = 0; i < NR; ++i) {
+        const float4* xp = reinterpret_cast<const float4*>(xs + (r[i].xoff + j) * G::S + k * G::PW);
+        float xv[G::PW];
+#pragma unroll
+        for (int e = 0; e < G::PW; e += 4) {
+          const float4 v4 = xp[e / 4];
+          xv[e] = v4.x;
+          xv[e + 1] = v4.y;
+          xv[e + 2] = v4.z;
+          xv[e + 3] = v4.w;
+        }
+        const uint32_t word = k == 0 ? wv[i].x : (k == 1 ? wv[i].y : (k == 2 ? wv[i].z : wv[i].w));
+        float d[G::PW];
+        dequant_word<BITS>(word, d);
+#pragma unroll
+        for (int e = 0; e < G::PW; ++e) qx[i] = __fmaf_rn(d[e], xv[e], qx[i]);
+      }
+    }
 #pragma unroll
     for (int i = 0; i < NR; ++i) {
-      const float4* xp = reinterpret_cast<const float4*>(xs + (r[i].xoff + j) * G::S + k * G::PW);
-      float xv[G::PW];
-#pragma unroll
-      for (int e = 0; e < G::PW; e += 4) {
-        const float4 v4 = xp[e / 4];
-        xv[e] = v4.x;
-        xv[e + 1] = v4.y;
-        xv[e + 2] = v4.z;
-        xv[e + 3] = v4.w;
-      }
-      const uint32_t word = k == 0 ? wv[i].x : (k == 1 ? wv[i].y : (k == 2 ? wv[i].z : wv[i].w));
-      float d[G::PW];
-      dequant_word<BITS>(word, d);
-#pragma unroll
-      for (int e = 0; e < G::PW; ++e) qx[i] = __fmaf_rn(d[e], xv[e], qx[i]);
+      const float s = bf(__ldg(r[i].sc + g)), b = bf(__ldg(r[i].bi + g));
+      acc[i] = __fmaf_rn(s, qx[i], __fmaf_rn(b, xsum[r[i].xoff + j], acc[i]));
     }
+    if (j + 32 < nchunk) load_rows<BITS, NR>(r, j + 32, nchunk, wv);
   }
-#pragma unroll
-  for (int i = 0; i < NR; ++i) {
-    const float s = bf(__ldg(r[i].sc + g)), b = bf(__ldg(r[i].bi + g));
-    acc[i] = __fmaf_rn(s, qx[i], __fmaf_rn(b, xsum[r[i].xoff + j], acc[i]));
-  }
-}
-
-template <int NR>
-__device__ __forceinline__ void butterfly(const float (&acc)[NR], float (&out)[NR]) {
 #pragma unroll
   for (int i = 0; i < NR; ++i) {
     float v = acc[i];
@@ -236,64 +237,6 @@ __device__ __forceinline__ void butterfly(const float (&acc)[NR], float (&out)[N
     for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
     out[i] = v;
   }
-}
-
-// NR row-dots of nchunk chunks each over shared x; returns the butterfly-reduced sums (all lanes).
-// The first chunk set (j = lane) is preloaded into wv by the caller; the next one is loaded after
-// each chunk's use (one set of loads in flight).
-template <int BITS, int NR>
-__device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const float* xs, const float* xsum,
-                                         uint4 (&wv)[NR], float (&out)[NR]) {
-  const int lane = threadIdx.x & 31;
-  float acc[NR];
-#pragma unroll
-  for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
-  for (int j = lane; j < nchunk; j += 32) {
-    dot_chunk<BITS, NR>(r, j, xs, xsum, wv, acc);
-    if (j + 32 < nchunk) load_rows<BITS, NR>(r, j + 32, nchunk, wv);
-  }
-  butterfly<NR>(acc, out);
-}
-
-// dot_rows with two chunk sets in flight (MERE_CUDA_MOE_PF): the caller preloads j = lane into wa
-// and j = lane + 32 into wb; each set is refilled 64 chunks ahead after its use. The same chunks
-// in the same order through the same arithmetic: bitwise dot_rows.
-template <int BITS, int NR>
-__device__ __forceinline__ void dot_rows2(const QRow (&r)[NR], int nchunk, const float* xs, const float* xsum,
-                                          uint4 (&wa)[NR], uint4 (&wb)[NR], float (&out)[NR]) {
-  const int lane = threadIdx.x & 31;
-  float acc[NR];
-#pragma unroll
-  for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
-  for (int j = lane; j < nchunk; j += 64) {
-    dot_chunk<BITS, NR>(r, j, xs, xsum, wa, acc);
-    load_rows<BITS, NR>(r, j + 64, nchunk, wa);
-    if (j + 32 < nchunk) {
-      dot_chunk<BITS, NR>(r, j + 32, xs, xsum, wb, acc);
-      load_rows<BITS, NR>(r, j + 96, nchunk, wb);
-    }
-  }
-  butterfly<NR>(acc, out);
-}
-
-// One expert's down rows ([H, Ie] at H rows an expert): bytes of codes and of scales (= of biases)
-// an expert, for the L2 prefetch a routed moe_gate_up block issues for moe_down (MERE_CUDA_MOE_PF).
-struct DownPf {
-  const char* codes = nullptr;  // null: no prefetch
-  const char* scales = nullptr;
-  const char* biases = nullptr;
-  int64_t code_bytes = 0, group_bytes = 0;
-};
-
-// Slice `part` of `parts` of expert e's down rows to the L2 (one thread; fire and forget).
-__device__ __forceinline__ void prefetch_down(const DownPf& d, int64_t e, int part, int parts) {
-  auto slice = [&](const char* base, int64_t bytes) {
-    const int64_t b0 = bytes * part / parts, b1 = bytes * (part + 1) / parts;
-    prefetch_l2_inward(base + e * bytes + b0, static_cast<size_t>(b1 - b0));
-  };
-  slice(d.codes, d.code_bytes);
-  slice(d.scales, d.group_bytes);
-  slice(d.biases, d.group_bytes);
 }
 
 constexpr int kWarps = 8;      // warps of a block
@@ -314,16 +257,12 @@ struct RouteIn {
 // ROUTE: each expert block first routes its token with warp 0 (route_token, the moe_route kernel's
 // code: the same ids and weights) while the other warps stage x, so no routing launch sits between
 // the router matvec and this one; block (0, 0) of the token also writes idx / w for moe_down.
-// PF (dpf.codes set; the engine's MERE_CUDA_MOE_PF=on): the shared expert's blocks load their first code chunks before the PDL
-// wait (weights are written by no kernel), every warp keeps two chunk sets in flight (dot_rows2),
-// and each routed block asks the L2 for its slice of its expert's down rows (dpf) for moe_down.
-// The same rows, chunks and arithmetic: bitwise the PF = false kernel.
-template <int BITS, bool ROUTE, bool PF>
-__global__ void __launch_bounds__(kWarps * 32, PF ? 3 : 0)
+template <int BITS, bool ROUTE>
+__global__ void __launch_bounds__(kWarps * 32)
     moe_gate_up_kernel(DMat gate, DMat up, DMat sgate, DMat sup, const int32_t* __restrict__ idx,
                        const float* __restrict__ x, int K, float* __restrict__ h, float* __restrict__ hs,
-                       RouteIn route, DownPf dpf) {
-  if constexpr (!PF) pdl_begin();
+                       RouteIn route) {
+  pdl_begin();
   using G = Geo<BITS>;
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
@@ -340,28 +279,6 @@ __global__ void __launch_bounds__(kWarps * 32, PF ? 3 : 0)
   const uint16_t* usc = shared ? sup.scales : up.scales;
   const uint16_t* ubi = shared ? sup.biases : up.biases;
   const int rb = blockIdx.x * kWarps * kUpRows;
-  QRow rr[2 * kUpRows];
-  uint4 wv[2 * kUpRows], wb[2 * kUpRows];
-  auto set_rows = [&](int64_t expert, int r0) {
-    const int64_t base = expert * rows;
-#pragma unroll
-    for (int i = 0; i < kUpRows; ++i) {
-      const int r = min(r0 + i, rows - 1);
-      const int64_t row = base + r, ng = H / 64;
-      rr[i] = QRow{reinterpret_cast<const uint4*>(gdata) + row * nchunk, gsc + row * ng, gbi + row * ng, 0};
-      rr[kUpRows + i] = QRow{reinterpret_cast<const uint4*>(udata) + row * nchunk, usc + row * ng, ubi + row * ng, 0};
-    }
-  };
-  const bool early = PF && shared && rb < rows;  // the shared expert's rows are known before the wait
-  if constexpr (PF) {
-    if (early) {
-      const int lane = threadIdx.x & 31;
-      set_rows(0, rb + static_cast<int>(threadIdx.x >> 5) * kUpRows);
-      load_rows<BITS, 2 * kUpRows>(rr, lane, nchunk, wv);
-      load_rows<BITS, 2 * kUpRows>(rr, lane + 32, nchunk, wb);
-    }
-    pdl_begin();
-  }
   if (rb >= rows) return;  // the whole block
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   bool staged = false;
@@ -382,21 +299,24 @@ __global__ void __launch_bounds__(kWarps * 32, PF ? 3 : 0)
     }
   }
   if (!ROUTE && !shared) expert = idx[t * K + k];
+  const int64_t base = expert * rows;
   const int r0 = rb + warp * kUpRows;
-  if (!early) {
-    set_rows(expert, r0);
-    load_rows<BITS, 2 * kUpRows>(rr, lane, nchunk, wv);  // in flight while x is staged
-    if constexpr (PF) load_rows<BITS, 2 * kUpRows>(rr, lane + 32, nchunk, wb);
+  QRow rr[2 * kUpRows];
+#pragma unroll
+  for (int i = 0; i < kUpRows; ++i) {
+    const int r = min(r0 + i, rows - 1);
+    const int64_t row = base + r, ng = H / 64;
+    rr[i] = QRow{reinterpret_cast<const uint4*>(gdata) + row * nchunk, gsc + row * ng, gbi + row * ng, 0};
+    rr[kUpRows + i] = QRow{reinterpret_cast<const uint4*>(udata) + row * nchunk, usc + row * ng, ubi + row * ng, 0};
   }
-  if constexpr (PF)
-    if (!shared && threadIdx.x == 0 && dpf.codes) prefetch_down(dpf, expert, blockIdx.x, gridDim.x);
+  uint4 wv[2 * kUpRows];
+  load_rows<BITS, 2 * kUpRows>(rr, lane, nchunk, wv);  // in flight while x is staged
   if (!staged) {
     fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum);
     __syncthreads();
   }
   float d[2 * kUpRows];
-  if constexpr (PF) dot_rows2<BITS, 2 * kUpRows>(rr, nchunk, xs, xsum, wv, wb, d);
-  else dot_rows<BITS, 2 * kUpRows>(rr, nchunk, xs, xsum, wv, d);
+  dot_rows<BITS, 2 * kUpRows>(rr, nchunk, xs, xsum, wv, d);
   if (lane < kUpRows && r0 + lane < rows) {
     float gv = d[0], uv = d[kUpRows];
 #pragma unroll
@@ -409,14 +329,12 @@ __global__ void __launch_bounds__(kWarps * 32, PF ? 3 : 0)
 }
 
 // grid (ceil(H / kWarps), T); warp = one output row i. x in shared: h[t] (K*Ie) then hs[t] (Is).
-// PF (MERE_CUDA_MOE_PF=on): the shared expert's row is loaded before the PDL wait (its weights are
-// written by no kernel); the routed rows were asked into the L2 by moe_gate_up. Bitwise PF = false.
-template <int BITS, bool PF>
+template <int BITS>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     moe_down_kernel(DMat down, DMat sdown, const int32_t* __restrict__ idx, const float* __restrict__ w,
                     const float* __restrict__ sg, const float* __restrict__ h, const float* __restrict__ hs, int K,
                     bool residual, float* __restrict__ out) {
-  if constexpr (!PF) pdl_begin();
+  pdl_begin();
   using G = Geo<BITS>;
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
@@ -425,13 +343,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   float* xsum = xs + nchunk * G::S;
   const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = min(static_cast<int>(blockIdx.x) * kWarps + warp, H - 1);
-  QRow rs[1];
-  uint4 ws[1];
-  if constexpr (PF) {
-    rs[0] = qrow(sdown, i, K * ce);
-    load_rows<BITS, 1>(rs, lane, cs, ws);
-    pdl_begin();
-  }
   const int32_t* id = idx + t * K;
   QRow rr[kDownGroup];
   uint4 wv[kDownGroup];
@@ -444,10 +355,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     load_rows<BITS, kDownGroup>(rr, lane, ce, wv);
   };
   setup(0);
-  if constexpr (!PF) {
-    rs[0] = qrow(sdown, i, K * ce);
-    load_rows<BITS, 1>(rs, lane, cs, ws);
-  }
+  QRow rs[1] = {qrow(sdown, i, K * ce)};
+  uint4 ws[1];
+  load_rows<BITS, 1>(rs, lane, cs, ws);
   fill_x<BITS>(h + static_cast<int64_t>(t) * K * Ie, K * ce, xs, xsum);
   fill_x<BITS>(hs + static_cast<int64_t>(t) * Is, cs, xs + K * ce * G::S, xsum + K * ce);
   __syncthreads();
@@ -516,43 +426,32 @@ bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, con
 }
 
 namespace {
-template <int BITS, bool ROUTE>
-void launch_gate_up_bits(dim3 grid, size_t smem, cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate,
-                         const DMat& sup, const int32_t* idx, const float* x, int k, float* h, float* hs,
-                         const RouteIn& r, const DownPf& dpf) {
-  const char* name = BITS == 4 ? (ROUTE ? "moe_gate_up_kernel<4> (routing)" : "moe_gate_up_kernel<4>")
-                               : (ROUTE ? "moe_gate_up_kernel<8> (routing)" : "moe_gate_up_kernel<8>");
-  launch(name, dpf.codes ? &moe_gate_up_kernel<BITS, ROUTE, true> : &moe_gate_up_kernel<BITS, ROUTE, false>, grid,
-         kWarps * 32, smem, s, gate, up, sgate, sup, idx, x, k, h, hs, r, dpf);
-}
-
 void launch_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
-                    const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, const RouteIn* route,
-                    const DMat* down) {
+                    const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, const RouteIn* route) {
   const int64_t rows = std::max(gate.rows, sgate.rows);
   dim3 grid(static_cast<unsigned>((rows + kWarps * kUpRows - 1) / (kWarps * kUpRows)), static_cast<unsigned>(K + 1),
             static_cast<unsigned>(T));
   const size_t smem = (smem_floats(gate.bits, gate.cols) + (route ? static_cast<size_t>(route->E + 2 * K) : 0)) * 4;
   const RouteIn r = route ? *route : RouteIn{};
-  DownPf dpf;
-  if (down) {  // the PF kernel; the experts' down rows: H rows of cols*bits/8 code bytes and cols/64 groups each
-    dpf.codes = static_cast<const char*>(down->data);
-    dpf.scales = reinterpret_cast<const char*>(down->scales);
-    dpf.biases = reinterpret_cast<const char*>(down->biases);
-    dpf.code_bytes = down->rows * down->cols * down->bits / 8;
-    dpf.group_bytes = down->rows * (down->cols / 64) * 2;
-  }
   const int k = static_cast<int>(K);
-  if (gate.bits == 4 && route) launch_gate_up_bits<4, true>(grid, smem, s, gate, up, sgate, sup, idx, x, k, h, hs, r, dpf);
-  else if (gate.bits == 4) launch_gate_up_bits<4, false>(grid, smem, s, gate, up, sgate, sup, idx, x, k, h, hs, r, dpf);
-  else if (route) launch_gate_up_bits<8, true>(grid, smem, s, gate, up, sgate, sup, idx, x, k, h, hs, r, dpf);
-  else launch_gate_up_bits<8, false>(grid, smem, s, gate, up, sgate, sup, idx, x, k, h, hs, r, dpf);
+  if (gate.bits == 4 && route)
+    launch("moe_gate_up_kernel<4> (routing)", &moe_gate_up_kernel<4, true>, grid, kWarps * 32, smem, s, gate, up,
+           sgate, sup, idx, x, k, h, hs, r);
+  else if (gate.bits == 4)
+    launch("moe_gate_up_kernel<4>", &moe_gate_up_kernel<4, false>, grid, kWarps * 32, smem, s, gate, up, sgate, sup,
+           idx, x, k, h, hs, r);
+  else if (route)
+    launch("moe_gate_up_kernel<8> (routing)", &moe_gate_up_kernel<8, true>, grid, kWarps * 32, smem, s, gate, up,
+           sgate, sup, idx, x, k, h, hs, r);
+  else
+    launch("moe_gate_up_kernel<8>", &moe_gate_up_kernel<8, false>, grid, kWarps * 32, smem, s, gate, up, sgate, sup,
+           idx, x, k, h, hs, r);
 }
 }  // namespace
 
 void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
-                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, const DMat* down) {
-  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, nullptr, down);
+                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs) {
+  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, nullptr);
 }
 
 bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K) {
@@ -563,23 +462,23 @@ bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K) {
 
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
-                       int64_t K, float* h, float* hs, const DMat* down) {
+                       int64_t K, float* h, float* hs) {
   MERE_CHECK(moe_route_gate_up_supported(gate, E, K), "cuda moe", "routing gate/up: unsupported experts E ", E,
              " top-k ", K, " or width ", gate.cols);
   const RouteIn r{logits, static_cast<int>(E), renorm, idx, w};
-  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r, down);
+  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r);
 }
 
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
-              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out, bool pf) {
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out) {
   dim3 grid(static_cast<unsigned>((down.rows + kWarps - 1) / kWarps), static_cast<unsigned>(T));
   const size_t smem = smem_floats(down.bits, K * down.cols + sdown.cols) * 4;
   if (down.bits == 4)
-    launch("moe_down_kernel<4>", pf ? &moe_down_kernel<4, true> : &moe_down_kernel<4, false>, grid, kWarps * 32, smem,
-           s, down, sdown, idx, w, sg, h, hs, static_cast<int>(K), residual, out);
+    launch("moe_down_kernel<4>", &moe_down_kernel<4>, grid, kWarps * 32, smem, s, down, sdown, idx, w, sg, h, hs,
+           static_cast<int>(K), residual, out);
   else
-    launch("moe_down_kernel<8>", pf ? &moe_down_kernel<8, true> : &moe_down_kernel<8, false>, grid, kWarps * 32, smem,
-           s, down, sdown, idx, w, sg, h, hs, static_cast<int>(K), residual, out);
+    launch("moe_down_kernel<8>", &moe_down_kernel<8>, grid, kWarps * 32, smem, s, down, sdown, idx, w, sg, h, hs,
+           static_cast<int>(K), residual, out);
 }
 
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,

@@ -4,7 +4,6 @@
 // unfused kernel rounds it (k_math.cuh), and the prepare is qmatvec's own (qmatvec_prep.cuh), so the
 // workspace is bitwise the one swiglu / sigmoid_gate followed by qmatvec_prepare would write.
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/engine/attn_merge.cuh"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -12,18 +11,6 @@
 
 namespace mere::cuda::k {
 namespace {
-
-// Each source fills a thread's 16 consecutive columns c0 .. c0 + 15 of row t (valid = false: a 4-bit
-// lane set past the end, whose values are never written: zeros).
-// Sources defined column by column (s(t, c)).
-template <class ColumnSrc>
-struct Columns {
-  ColumnSrc s;
-  __device__ void operator()(int t, int c0, bool valid, float (&v)[16]) const {
-#pragma unroll
-    for (int e = 0; e < 16; ++e) v[e] = valid ? s(t, c0 + e) : 0.0f;
-  }
-};
 
 struct SwiGluSrc {  // silu(g) * u, g and u: [T, n]
   const float* g;
@@ -59,47 +46,19 @@ __global__ void src_prepare_kernel(Src src, int T, int cols, prep::Layout L) {
     const int tg = valid ? idx >> 3 : 0;
     const int t = tg / ng, G = tg - t * ng, cb = 64 * G + 16 * (slot & 3);
     float v[16];
-    src(t, cb, valid, v);
+#pragma unroll
+    for (int e = 0; e < 16; ++e) v[e] = valid ? src(t, cb + e) : 0.0f;
     prep::q4_emit(v, t, G, slot, valid, L);
   } else {
     const int nchunk = cols / 16;
     if (idx >= T * nchunk) return;
     const int t = idx / nchunk, j = idx - t * nchunk;
     float v[16];
-    src(t, 16 * j, true, v);
+#pragma unroll
+    for (int e = 0; e < 16; ++e) v[e] = src(t, 16 * j + e);
     prep::q8_emit(v, t, j, L);
   }
 }
-
-// The split attention's merge (attn_merge.cuh, as attn_combine_kernel) then the sigmoid gate, for 16
-// columns of one head (hd % 64 == 0): M and L of the head once, then each column's span-ordered fma
-// chain, the division and the gate, each rounded as the two kernels round them. ws: [T, nh, spans,
-// hd + 2] (o[hd], m, l). Invalid 4-bit lane sets compute row 0's values (never written).
-struct CombineGate {
-  const float* ws;
-  const float* qg;
-  int nh, hd, spans;
-  __device__ void operator()(int t, int c0, bool, float (&v)[16]) const {
-    const int h = c0 / hd, d0 = c0 - h * hd;
-    const int64_t row = static_cast<int64_t>(t) * nh + h;
-    const float* base = ws + row * spans * (hd + 2);
-    float M, L;
-    span_merge_scale(base, spans, hd, &M, &L);
-    float acc[16];
-#pragma unroll
-    for (int e = 0; e < 16; ++e) acc[e] = 0.0f;
-    for (int sp = 0; sp < spans; ++sp) {
-      const float ms = base[sp * (hd + 2) + hd];
-      if (ms == -INFINITY) continue;
-      const float f = expf(ms - M);
-#pragma unroll
-      for (int e = 0; e < 16; ++e) acc[e] = __fmaf_rn(base[sp * (hd + 2) + d0 + e], f, acc[e]);
-    }
-#pragma unroll
-    for (int e = 0; e < 16; ++e)
-      v[e] = __fmul_rn(__fdiv_rn(acc[e], L), sigmoid(qg[row * 2 * hd + hd + d0 + e]));
-  }
-};
 
 template <class Src>
 void launch(cudaStream_t s, const Src& src, int64_t T, int64_t cols, int bits, float* ws, const char* what) {
@@ -120,26 +79,13 @@ void launch(cudaStream_t s, const Src& src, int64_t T, int64_t cols, int bits, f
 }  // namespace
 
 void swiglu_prep(cudaStream_t s, const float* g, const float* u, int64_t T, int64_t n, int bits, float* ws) {
-  launch(s, Columns<SwiGluSrc>{{g, u, static_cast<int>(n)}}, T, n, bits, ws, "swiglu_prep");
+  launch(s, SwiGluSrc{g, u, static_cast<int>(n)}, T, n, bits, ws, "swiglu_prep");
 }
 
 void sigmoid_gate_prep(cudaStream_t s, const float* out, const float* qg, int64_t T, int64_t nh, int64_t hd, int bits,
                        float* ws) {
-  launch(s, Columns<SigmoidGateSrc>{{out, qg, static_cast<int>(nh), static_cast<int>(hd)}}, T, nh * hd, bits, ws,
+  launch(s, SigmoidGateSrc{out, qg, static_cast<int>(nh), static_cast<int>(hd)}, T, nh * hd, bits, ws,
          "sigmoid_gate_prep");
-}
-
-bool combine_gate_prep_supported(int64_t hd) { return hd % 64 == 0; }
-
-void combine_gate_prep(cudaStream_t s, const float* aws, const float* qg, int64_t T, int64_t nh, int64_t hd, int spans,
-                       int bits, float* ws) {
-  const int64_t cols = nh * hd;
-  MERE_CHECK((bits == 4 || bits == 8) && combine_gate_prep_supported(hd) && spans >= 1 && T >= 1 &&
-                 T * cols < (int64_t{1} << 31),
-             "combine_gate_prep", "expected 4 or 8 bits, a head width divisible by 64 and T*width < 2^31, got ", bits,
-             " bits, head width ", hd, ", T ", T);
-  launch(s, CombineGate{aws, qg, static_cast<int>(nh), static_cast<int>(hd), spans}, T, cols, bits, ws,
-         "combine_gate_prep");
 }
 
 }  // namespace mere::cuda::k

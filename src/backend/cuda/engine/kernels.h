@@ -30,10 +30,6 @@ bool rms_norm_xq(cudaStream_t s, float* x, const float* add, const float* w, int
                  uint16_t* xq);
 
 // ---- producers fused with qmatvec's prepare step (qmatvec_prep.cuh) ----
-// MERE_CUDA_PREP_STAGE=smem (opt-in, session 23): the RMSNorm and gated RMSNorm producers prepare
-// from the values they keep in shared memory instead of reading their output back from L2 (same
-// bits); l2, the default: read back. Read once a process.
-bool prep_stage_smem();
 // Each writes `ws` (qmatvec_workspace_floats(T, width, bits), bits 4 or 8, width % 64 == 0) bitwise
 // as its unfused kernel followed by qmatvec_prepare of its output would, in one launch.
 // x += add (when add is not null); y = rmsnorm(x) * w; ws = prepare(y)      x, add, y: [T, n]
@@ -44,13 +40,6 @@ void swiglu_prep(cudaStream_t s, const float* g, const float* u, int64_t T, int6
 // ws = prepare(out * sigmoid(gate))               out: [T, nh, hd]; qg: [T, nh, 2, hd] (gate = qg[.., 1, ..])
 void sigmoid_gate_prep(cudaStream_t s, const float* out, const float* qg, int64_t T, int64_t nh, int64_t hd, int bits,
                        float* ws);
-// ws = prepare(merge(aws) * sigmoid(gate)): the split attention's merge (attn_combine_kernel), the
-// sigmoid gate and the prepare in one launch, bitwise attention's combine + sigmoid_gate_prep (the
-// merged output itself is not stored).  aws: attention_ws_floats(T, nh, hd, spans) as attention() /
-// attention_gqa() with combine = false leave it; qg: [T, nh, 2, hd]; needs hd % 64 == 0
-bool combine_gate_prep_supported(int64_t hd);
-void combine_gate_prep(cudaStream_t s, const float* aws, const float* qg, int64_t T, int64_t nh, int64_t hd, int spans,
-                       int bits, float* ws);
 // y = gated_rms_norm(x, z) (as below, y written); ws = prepare(y) over the width Hv*Dv; Dv % 64 == 0
 void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const float* w, int64_t T, int64_t Hv,
                          int64_t Dv, float eps, float* y, int bits, float* ws);
@@ -115,10 +104,8 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
 // Causal attention: row t attends to cache rows [0, pos+t+1). Split over `spans` position ranges
 // (fixed by the caller, not by the length), then merged in order. ws: attention_ws_floats.
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans);
-// combine = false: only the split launch (ws filled, out untouched) for combine_gate_prep to merge.
 void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
-               bool combine = true);
+               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
 // The same contract and result layout (same ws, same spans, same merge), GQA-aware: a block per
 // (KV head, span, row) scores and accumulates all nh/nkv (<= 8) query heads of that KV head, so K
 // and V are read once per KV head instead of once per query head; coalesced K and V rows.
@@ -126,8 +113,7 @@ void attention(cudaStream_t s, const float* q, const float* kc, const float* vc,
 // Whether attention_gqa takes these heads (the engine's default decode attention where it does).
 bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd);
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
-                   bool combine = true);
+                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
 // out[t, h, :] *= sigmoid(qg[t, h, 1, :]). xq (prefill; null: none): the result also rounded to bf16
 // in qgemm_prepare_x's layout (gemm.h), bitwise that launch after this one; returns whether xq was
 // written (needs nh * hd % 8 == 0).                   out: [T, nh, hd]; xq: [T, nh * hd] bf16
@@ -146,27 +132,19 @@ bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, con
                          const DMat& sdown, int64_t K);
 // One launch: h[t,k] = silu(gate_{idx[t,k]} x[t]) * (up_{idx[t,k]} x[t]) for all K selected experts
 // and hs[t] = silu(sgate x[t]) * (sup x[t]).   x: [T, H]; h: [T, K, Ie]; hs: [T, Is]
-// down (nullable): the stacked experts' down [E x H, Ie]. Given, the launch runs the early-load
-// kernel (the engine's MERE_CUDA_MOE_PF=on): the shared expert's weights loaded before the PDL
-// wait, two chunk sets of a row in flight, and the selected experts' down rows asked into the L2 for
-// moe_down. The same arithmetic: bitwise either way.
 void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
-                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs,
-                 const DMat* down = nullptr);
+                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs);
 // moe_route + moe_gate_up in one launch (the routing computed by each expert block for its token,
 // with moe_route's code: bitwise the same ids, weights and h): whether E, K and the width fit.
 bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K);
 // logits: [T, E] router logits; writes idx [T, K] and w [T, K] (for moe_down) and h, hs as moe_gate_up.
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
-                       int64_t K, float* h, float* hs, const DMat* down = nullptr);
-
+                       int64_t K, float* h, float* hs);
 // One launch: y = sum_k w[t,k] down_{idx[t,k]} h[t,k] + sigmoid(sg[t]) sdown hs[t] (in that order);
-// out[t] = residual ? out[t] + y : y.   out: [T, H]. pf: the shared expert's row loaded before the
-// PDL wait (MERE_CUDA_MOE_PF=on; bitwise the same).
+// out[t] = residual ? out[t] + y : y.   out: [T, H]
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
-              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out,
-              bool pf = false);
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out);
 // out[t] = sum_k w[t,k] y[t,k] + sigmoid(sg[t]) shared[t]   (in that order)
 // y: [T, K, H]; shared: [T, H]; sg: [T]; out: [T, H]
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,
