@@ -101,11 +101,12 @@ bool same_launch(const MatvecTuneRecord& r, const QMatvecOut* outs, int n, int64
 }  // namespace
 
 int matvec_tune_mode() {
-  // 1 by default since session 16 (H100: 27B decode +1.0%, 35B-A3B +1.5%; engine_check 49/49 with it);
-  // 2: session 24's cold timing and extra shapes (opt-in until a GPU has measured it)
+  // on since session 16 (H100: 27B decode +1.0%, 35B-A3B +1.5%); 2, the cold timing with the extra
+  // shapes, the default since session 24 (H200: 27B decode +0.5%, 35B-A3B +0.6% over 1, engine_check
+  // 54/54 under it; docs/cuda-kernels.md §1 v13); 1: session 16's warm timing
   static const int mode = [] {
     const int c = env_choice("MERE_CUDA_MV_TUNE", {"0", "1", "2"});
-    return c < 0 ? 1 : c;
+    return c < 0 ? 2 : c;
   }();
   return mode;
 }

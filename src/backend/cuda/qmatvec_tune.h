@@ -15,11 +15,12 @@
 
 namespace mere::cuda {
 
-// MERE_CUDA_MV_TUNE: unset or 1 -> the engine measures its 1-token matvec launches at load; 0 ->
-// qmatvec's default shapes; 2 -> as 1, but each shape is timed cold (the graph cycles through the
-// same launch of up to 16 layers, so the weights come from DRAM as in a decode step instead of the
-// L2 that one matrix's 16 repeats fit in) and the candidates add R4U2 and the double-buffered
-// register kernel (R2DB, R4DB, R8DB). Anything else is a mere::Error. Read once per process.
+// MERE_CUDA_MV_TUNE: unset or 2 -> the engine measures its 1-token matvec launches at load, each
+// shape timed cold (the graph cycles through the same launch of up to 16 layers, so the weights come
+// from DRAM as in a decode step instead of the L2 that one matrix's 16 repeats fit in), with R4U2 and
+// the double-buffered register kernel (R2DB, R4DB, R8DB) among the candidates; 1 -> session 16's
+// tuning (one layer's launch repeated, the older candidates); 0 -> qmatvec's default shapes.
+// Anything else is a mere::Error. Read once per process.
 int matvec_tune_mode();
 bool matvec_tune_enabled();
 
