@@ -19,6 +19,9 @@
 #   ncupf27 / ncupf35  ncu per-kernel times of one 512-token prefill pass at the 27B / 35B-A3B geometry
 #   ncud27 / ncud35  ncu per-kernel times and DRAM bytes of one decode step with the tuned matvec shapes
 #            (caches flushed between kernels unless NCU_CACHE=none): each kernel group's rate on this card
+#   trace27 / trace35  in-sequence kernel times of 32 decode steps (no graph) from the trace build of
+#            mere.run ($BT/mere.run, cmake -DMERE_CUDA_TRACE=ON; src/backend/cuda/kernel_trace.h), with the
+#            normal binary's no-graph and graph decode rates beside it
 #   ncumoe   ncu sections (speed of light, warp states, memory, occupancy) of one decode launch of each
 #            MoE kernel at the 35B-A3B geometry (the second forward's first moe_gate_up and moe_down)
 #   ncuv27   ncu per-kernel times of the verification passes of width 1 and 8 at the 27B geometry (VMV)
@@ -38,6 +41,7 @@ G=${GEN:-128}
 bench() {  # name geometry
   local name=$1 geo=$2 dir=/tmp/synth-$1 tag=${TAG:-v1}
   [ "$name" = 27b ] && dir=$D27
+  [ "$name" = 35b ] && [ -d /tmp/synth-ab35 ] && dir=/tmp/synth-ab35  # made by an earlier stage
   local t0=$SECONDS
   [ -d "$dir" ] || $B/mere.run model synth --geometry "$geo" --bits 4 --group-size 64 --out "$dir" --quiet || return 1
   echo "[engine_run] synth $geo: $((SECONDS - t0)) s"
@@ -182,6 +186,26 @@ PY
         --metrics gpu__time_duration.sum,dram__bytes_read.sum --nvtx --nvtx-include "mere.forward T=1/" --launch-count 1400 \
         $B/mere.run bench --model $d --backend cuda --prompt-tokens 1 --gen-tokens 1 --reps 1 >"$OUT/ncu-$n.csv" 2>/dev/null
       python3 tools/cuda/ncu_summary.py "$OUT/ncu-$n.csv" | tee "$OUT/ncu-$n-summary.txt"; gzip -f "$OUT/ncu-$n.csv" ;;
+    trace27 | trace35)  # the time each kernel adds to a decode step, in sequence (kernel_trace.h)
+      if [ $stage = trace27 ]; then synth27; d=$D27; else
+        d=/tmp/synth-ab35; [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $d --quiet; fi
+      n=${stage#trace}
+      MERE_CUDA_GRAPH=0 MERE_CUDA_TRACE_OUT=$OUT/trace-$n.json timeout 100 ${BT:-build/trace-carry}/mere.run bench --model $d \
+        --backend cuda --prompt-tokens 64 --gen-tokens 48 --reps 1 --json >$OUT/trace-$n-bench.json 2>$OUT/trace-$n.err || tail -3 $OUT/trace-$n.err
+      for g in 0 1; do
+        MERE_CUDA_GRAPH=$g timeout 100 $B/mere.run bench --model $d --backend cuda --prompt-tokens 64 --gen-tokens 48 --reps 3 --json \
+          >$OUT/trace-$n-plain-g$g.json 2>/dev/null
+      done
+      python3 - $OUT/trace-$n.json $OUT/trace-$n-bench.json $OUT/trace-$n-plain-g0.json $OUT/trace-$n-plain-g1.json <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+rate = lambda f: json.load(open(f))["runs"][0]["decode_tok_s"]["median"]
+print("trace: %d steps, %.1f us a step in sequence (%.1f tok/s); trace build no graph %.1f tok/s; normal build no graph %.1f, graph %.1f tok/s" % (
+    t["steps"], t["us_per_step"], 1e6 / t["us_per_step"], rate(sys.argv[2]), rate(sys.argv[3]), rate(sys.argv[4])))
+for k in t["kernels"][:16]:
+    print("  %-44s %5.1f a step %8.1f us a step %6.2f us each" % (k["name"][:44], k["launches_per_step"], k["us_per_step"], k["us_each"]))
+PY
+      ;;
     ncumoe)  # one decode launch of each MoE kernel in detail (the first forward's 40 + 40 are skipped)
       d=/tmp/synth-ab35; [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $d --quiet
       MERE_CUDA_GRAPH=0 timeout 150 ncu --clock-control none -k regex:"moe_(gate_up|down)" -s 80 -c 2 --section SpeedOfLight \

@@ -15,14 +15,38 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#if defined(MERE_CUDA_TRACE)
+#include "backend/cuda/kernel_trace.h"
+#endif
 
 namespace mere::cuda {
 
+#if defined(MERE_CUDA_TRACE)
+// Trace builds (kernel_trace.h): this translation unit's pointer to the trace buffer ([0] count,
+// then stamps), null while no trace runs; set through the setter each unit registers at start-up.
+namespace trace_detail {
+static __constant__ unsigned long long* g_trace_buf;
+constexpr unsigned long long kTraceCap = 1ull << 20;
+static void set_buf(unsigned long long* p) { (void)cudaMemcpyToSymbol(g_trace_buf, &p, sizeof p); }
+[[maybe_unused]] static const bool g_registered = (trace_register_symbol(&set_buf), true);
+}  // namespace trace_detail
+#endif
+
 // Blocks until every kernel this one programmatically depends on has completed and its memory
-// operations are visible.
+// operations are visible. Trace builds: block (0,0,0) then stamps the time.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+#if defined(MERE_CUDA_TRACE) && defined(__CUDA_ARCH__)
+  unsigned long long* buf = trace_detail::g_trace_buf;
+  if (buf != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 &&
+      threadIdx.y == 0 && threadIdx.z == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    const unsigned long long i = atomicAdd(buf, 1ull);
+    if (i < trace_detail::kTraceCap) buf[1 + i] = t;
+  }
 #endif
 }
 
@@ -82,6 +106,9 @@ void launch_cluster(const char* what, void (*kernel)(P...), dim3 grid, dim3 bloc
     attr[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
   }
+#if defined(MERE_CUDA_TRACE)
+  trace_note_launch(what);
+#endif
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;

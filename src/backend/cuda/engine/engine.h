@@ -151,6 +151,7 @@ class CudaEngine final : public DeviceEngine {
   // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or
   // separate: two launches (the default until a GPU run has checked and measured it). Read at load.
   bool step_norm_fused_ = false;
+  int64_t traced_steps_ = 0;  // 1-token steps so far (trace builds: MERE_CUDA_TRACE_OUT, kernel_trace.h)
 
   // scratch of one pass
   DeviceBuffer scratch_;

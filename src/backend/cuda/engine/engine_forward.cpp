@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/engine.h"
+#include "backend/cuda/kernel_trace.h"
 
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/gdn.h"
@@ -365,6 +366,12 @@ void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, cons
 
 // One T = 1 main pass (decode step), captured unless graphs are off.
 void CudaEngine::step1(CudaSeqState& st, bool all, bool want_last, bool want_arg, bool row_arg) {
+#if defined(MERE_CUDA_TRACE)
+  if (!trace_out_path().empty()) {  // trace builds: in-sequence kernel times of some steps (kernel_trace.h)
+    MERE_CHECK(graph_mode_ == 0, "MERE_CUDA_TRACE_OUT", "the kernel trace needs MERE_CUDA_GRAPH=0 (a graph replay launches nothing)");
+    trace_step(traced_steps_++);
+  }
+#endif
   run_captured(st, pass_key(st, 1, false, all, want_last, want_arg, false, row_arg), graph_mode_ >= 1,
                [&] { main_pass(st, 1, -1, all, want_last, want_arg, row_arg); });
 }
