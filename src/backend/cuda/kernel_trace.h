@@ -5,9 +5,9 @@
 // stamps %globaltimer when its PDL wait returns (launch.cuh pdl_wait), i.e. when the kernel before
 // it has completed, and launch() notes each launch's name in stream order; the difference between
 // consecutive stamps is the time each kernel adds to the step. MERE_CUDA_TRACE_OUT=path (trace
-// builds only) makes the CUDA engine trace its 1-token steps 8 .. 8 + MERE_CUDA_TRACE_STEPS (default
-// 32) without graphs (MERE_CUDA_GRAPH=0) and write a per-kernel summary as JSON. Normal builds
-// compile none of this into the kernels.
+// builds only) makes the CUDA engine trace its decode / verification passes (T <= 9; prompts are not
+// counted) 8 .. 8 + MERE_CUDA_TRACE_STEPS (default 32) without graphs (MERE_CUDA_GRAPH=0) and write a
+// per-kernel summary as JSON. Normal builds compile none of this into the kernels.
 #pragma once
 #include <cstdint>
 #include <string>

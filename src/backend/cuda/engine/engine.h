@@ -64,6 +64,9 @@ class CudaEngine final : public DeviceEngine {
   void alloc_scratch();
   // T = 1 pass, graph when allowed
   void step1(CudaSeqState& st, bool all, bool want_last, bool want_arg, bool row_arg = false);
+  // Trace builds with MERE_CUDA_TRACE_OUT: counts a decode or verification pass about to launch and
+  // starts / stops the kernel trace at the configured passes (kernel_trace.h); otherwise nothing.
+  void trace_pass();
   static uint64_t pass_key(const CudaSeqState& st, int64_t T, bool trace, bool all, bool last, bool arg, bool mtp,
                            bool row_arg = false);
   void run_captured(CudaSeqState& st, uint64_t key, bool allowed, const std::function<void()>& pass);
@@ -151,7 +154,7 @@ class CudaEngine final : public DeviceEngine {
   // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or
   // separate: two launches (the default until a GPU run has checked and measured it). Read at load.
   bool step_norm_fused_ = false;
-  int64_t traced_steps_ = 0;  // 1-token steps so far (trace builds: MERE_CUDA_TRACE_OUT, kernel_trace.h)
+  int64_t traced_steps_ = 0;  // decode / verification passes so far (trace builds: MERE_CUDA_TRACE_OUT)
 
   // scratch of one pass
   DeviceBuffer scratch_;

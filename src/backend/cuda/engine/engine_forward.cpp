@@ -311,6 +311,7 @@ void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, flo
     if (T == 1 && !opt.trace) {
       step1(st, all, want_last, want_arg, row_arg);
     } else {  // verification widths (<= 9 rows, traced or not) are captured too; longer calls run in slices
+      trace_pass();
       const int64_t row0 = opt.trace ? c0 : -1;
       run_captured(st, pass_key(st, Tc, opt.trace != nullptr, all, want_last, want_arg, false, row_arg),
                    graph_mode_ >= 2 && T <= kRows,
@@ -365,13 +366,17 @@ void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, cons
 }
 
 // One T = 1 main pass (decode step), captured unless graphs are off.
-void CudaEngine::step1(CudaSeqState& st, bool all, bool want_last, bool want_arg, bool row_arg) {
+void CudaEngine::trace_pass() {
 #if defined(MERE_CUDA_TRACE)
-  if (!trace_out_path().empty()) {  // trace builds: in-sequence kernel times of some steps (kernel_trace.h)
+  if (!trace_out_path().empty()) {  // trace builds: in-sequence kernel times of some passes (kernel_trace.h)
     MERE_CHECK(graph_mode_ == 0, "MERE_CUDA_TRACE_OUT", "the kernel trace needs MERE_CUDA_GRAPH=0 (a graph replay launches nothing)");
     trace_step(traced_steps_++);
   }
 #endif
+}
+
+void CudaEngine::step1(CudaSeqState& st, bool all, bool want_last, bool want_arg, bool row_arg) {
+  trace_pass();
   run_captured(st, pass_key(st, 1, false, all, want_last, want_arg, false, row_arg), graph_mode_ >= 1,
                [&] { main_pass(st, 1, -1, all, want_last, want_arg, row_arg); });
 }
