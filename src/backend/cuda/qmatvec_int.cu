@@ -45,7 +45,13 @@ using qm::word_of;
 // rows, cut again at matrix boundaries); lane l takes chunks l, l+32, ... of each row, U chunks a
 // row in flight. Addressing is by pointer increments: the hot loop is the loads, 3 ALU + 6 IDP4A
 // per code word and token, and the fp32 epilogue. MINB blocks an SM caps the registers.
-template <int T, int R, int U, int MINB>
+// DB (session 24; the tuner's "R<R>DB" shapes, T = 1, U = 1): the same rows, batches, lane-to-chunk map
+// and chunk arithmetic (qi::chunk_step, the pipe kernel's copy of the loop body below), so every row
+// is bitwise the same; but each lane keeps two chunks of each of its R rows in flight: chunk i + 2 is
+// asked for right after chunk i's use, in two register sets used alternately (no moves of in-flight
+// loads: v9 notes), where the loop below issues a chunk set, waits for it, computes, and only then
+// issues the next.
+template <int T, int R, int U, int MINB, bool DB = false>
 __global__ void __launch_bounds__(kWarps * 32, MINB)
     qmatvec_int_kernel(const IntArgs args, const uint4* __restrict__ dg, const float2* __restrict__ dsx, int cols,
                        int spans, int nb, int prefetch) {
@@ -84,131 +90,78 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
 #pragma unroll
         for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
 
-      for (int i = 0; i < nl; i += U) {
-        uint4 wv[U][R];
+      if constexpr (DB) {
+        static_assert(U == 1, "the double-buffered loop takes one chunk a set");
+        auto load = [&](uint4 (&w)[R], int i) {
 #pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-            wv[u][r] = qm::ld_stream_if(cp[r] + 32 * min(u, nl - 1 - i), r < nr);  // no branch (v9 notes)
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (i + u >= nl) break;
-          float s[R], b[R];
+          for (int r = 0; r < R; ++r) w[r] = qm::ld_stream_if(cp[r] + 32 * i, r < nr && i < nl);  // no branch
+        };
+        auto step = [&](const uint4 (&w)[R], int i) {
+          float sc[R], bi[R];
           uint32_t lo[R][4], hi[R][4];
 #pragma unroll
           for (int r = 0; r < R; ++r) {
-            s[r] = bf16_to_f32(__ldg(sp[r] + 16 * u));
-            b[r] = bf16_to_f32(__ldg(sp[r] + 16 * u + bdelta));
-            qi::split_nibbles(wv[u][r], lo[r], hi[r]);
+            sc[r] = bf16_to_f32(__ldg(sp[r] + 16 * i));
+            bi[r] = bf16_to_f32(__ldg(sp[r] + 16 * i + bdelta));
+            qi::split_nibbles(w[r], lo[r], hi[r]);
           }
+          qi::chunk_step<T, R>(lo, hi, sc, bi, xp + 192 * i, tstride, ip + 32 * i, nchunk, acc);
+        };
+        uint4 wa[R], wb[R];
+        load(wa, 0);
+        load(wb, 1);
+        for (int i = 0; i < nl; i += 2) {
+          step(wa, i);
+          load(wa, i + 2);  // refill after the last use
+          if (i + 1 < nl) {
+            step(wb, i + 1);
+            load(wb, i + 3);
+          }
+        }
+      } else {
+        for (int i = 0; i < nl; i += U) {
+          uint4 wv[U][R];
 #pragma unroll
-          for (int t = 0; t < T; ++t) {
-            const uint4* xt = xp + 192 * u + t * tstride;
-            uint4 d[6];
+          for (int u = 0; u < U; ++u)
 #pragma unroll
-            for (int e = 0; e < 6; ++e) d[e] = __ldg(xt + 32 * e);
-            const float2 ci = __ldg(ip + 32 * u + static_cast<size_t>(t) * nchunk);
+            for (int r = 0; r < R; ++r)
+              wv[u][r] = qm::ld_stream_if(cp[r] + 32 * min(u, nl - 1 - i), r < nr);  // no branch (v9 notes)
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (i + u >= nl) break;
+            float s[R], b[R];
+            uint32_t lo[R][4], hi[R][4];
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-              const int S = qi::chunk_dot(lo[r], hi[r], d);
-              const float qx = __fmul_rn(__int2float_rn(S), ci.x);
-              acc[r][t] = __fmaf_rn(s[r], qx, __fmaf_rn(b[r], ci.y, acc[r][t]));
+              s[r] = bf16_to_f32(__ldg(sp[r] + 16 * u));
+              b[r] = bf16_to_f32(__ldg(sp[r] + 16 * u + bdelta));
+              qi::split_nibbles(wv[u][r], lo[r], hi[r]);
+            }
+#pragma unroll
+            for (int t = 0; t < T; ++t) {
+              const uint4* xt = xp + 192 * u + t * tstride;
+              uint4 d[6];
+#pragma unroll
+              for (int e = 0; e < 6; ++e) d[e] = __ldg(xt + 32 * e);
+              const float2 ci = __ldg(ip + 32 * u + static_cast<size_t>(t) * nchunk);
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                const int S = qi::chunk_dot(lo[r], hi[r], d);
+                const float qx = __fmul_rn(__int2float_rn(S), ci.x);
+                acc[r][t] = __fmaf_rn(s[r], qx, __fmaf_rn(b[r], ci.y, acc[r][t]));
+              }
             }
           }
-        }
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          cp[r] += 32 * U;
-          sp[r] += 16 * U;
-        }
-        xp += 192 * U;
-        ip += 32 * U;
-      }
-
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int t = 0; t < T; ++t) {
-          const float v = qm::butterfly_sum(acc[r][t]);
-          if (r < nr && lane == (r * T + t) % 32) {
-            float* yp = M.y + static_cast<size_t>(t) * M.rows + l0 + r;
-            *yp = M.accumulate ? __fadd_rn(*yp, v) : v;
+          for (int r = 0; r < R; ++r) {
+            cp[r] += 32 * U;
+            sp[r] += 16 * U;
           }
+          xp += 192 * U;
+          ip += 32 * U;
         }
-      r0 += nr;
-    }
-  }
-}
+      }
 
-// Double-buffered register kernel (session 24; the tuner's "R<R>DB" shapes, T = 1): the grid, rows,
-// batches, lane-to-chunk map and chunk arithmetic of qmatvec_int_kernel (qi::chunk_step, the pipe
-// kernel's copy of it), so every row is bitwise the same; but each lane keeps two chunks of each of
-// its R rows in flight: chunk i + 2 is asked for right after chunk i's use, in two register sets
-// used alternately (no moves of in-flight loads: v9 notes), so a warp does not wait out a whole DRAM
-// round trip per chunk. The register kernel issues a chunk set, waits for it, computes, and only
-// then issues the next (5 such round trips a row batch at 5,120 columns).
-template <int T, int R, int MINB>
-__global__ void __launch_bounds__(kWarps * 32, MINB)
-    qmatvec_int_db_kernel(const IntArgs args, const uint4* __restrict__ dg, const float2* __restrict__ dsx, int cols,
-                          int spans, int nb, int prefetch) {
-  const int nchunk = cols >> 5, ngroups = cols >> 6;
-  const int lane = threadIdx.x & 31;
-  const int gw = blockIdx.x * kWarps + static_cast<int>(threadIdx.x >> 5);
-  const int64_t W = static_cast<int64_t>(gridDim.x) * kWarps;
-  int rb = 0, re = 0;
-  qi::warp_rows(args, gw, W, &rb, &re);
-  qi::prefetch_first_rows<R>(args, rb, re, cols, prefetch);  // weights only: before the wait
-  pdl_begin();
-  const int rows_w = re - rb;
-  const int nl = (nchunk - lane + 31) >> 5;                    // chunks of this lane in a row
-  const size_t tstride = static_cast<size_t>(spans) * 6 * 32;  // uint4 of one token's digits
-  for (int k = 0; k < nb; ++k) {
-    const int bend = rb + static_cast<int>((static_cast<int64_t>(k) + 1) * rows_w / nb);
-    for (int r0 = rb + static_cast<int>(static_cast<int64_t>(k) * rows_w / nb); r0 < bend;) {
-      const MatRef M = qi::locate(args, r0);
-      const int nr = min(bend, M.end) - r0;  // 1..R rows of one matrix
-      const int l0 = r0 - M.begin;
-      const uint4* cp[R];
-      const uint16_t* sp[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int rr = l0 + (r < nr ? r : 0);  // masked rows: row l0's scales, no code loads
-        cp[r] = M.codes + static_cast<size_t>(rr) * nchunk + lane;
-        sp[r] = M.scales + static_cast<size_t>(rr) * ngroups + (lane >> 1);
-      }
-      const ptrdiff_t bdelta = M.biases - M.scales;
-      float acc[R][T];
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
-      auto load = [&](uint4 (&w)[R], int i) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) w[r] = qm::ld_stream_if(cp[r] + 32 * i, r < nr && i < nl);  // no branch
-      };
-      auto step = [&](const uint4 (&w)[R], int i) {
-        float sc[R], bi[R];
-        uint32_t lo[R][4], hi[R][4];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          sc[r] = bf16_to_f32(__ldg(sp[r] + 16 * i));
-          bi[r] = bf16_to_f32(__ldg(sp[r] + 16 * i + bdelta));
-          qi::split_nibbles(w[r], lo[r], hi[r]);
-        }
-        qi::chunk_step<T, R>(lo, hi, sc, bi, dg + lane + 192 * i, tstride, dsx + lane + 32 * i, nchunk, acc);
-      };
-      uint4 wa[R], wb[R];
-      load(wa, 0);
-      load(wb, 1);
-      for (int i = 0; i < nl; i += 2) {
-        step(wa, i);
-        load(wa, i + 2);  // refill after the last use
-        if (i + 1 < nl) {
-          step(wb, i + 1);
-          load(wb, i + 3);
-        }
-      }
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -228,7 +181,7 @@ using IntFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int, int)
 
 struct IntVariant {
   int R, U, t_lo, t_hi;
-  bool db;  // qmatvec_int_db_kernel (U = 1)
+  bool db;  // the double-buffered loop (qmatvec_int_kernel DB, U = 1)
   IntFn fns[kMaxSkinnyRows];
 };
 
@@ -242,7 +195,7 @@ IntVariant make_int() {
 template <int R, int MINB>
 IntVariant make_int_db() {  // T = 1 only: the decode step's launches (the tuner's candidates)
   IntVariant v{R, 1, 1, 1, true, {}};
-  qm::fill_by_T<1, 1>(v.fns, [](auto t) { return &qmatvec_int_db_kernel<decltype(t)::value, R, MINB>; });
+  qm::fill_by_T<1, 1>(v.fns, [](auto t) { return &qmatvec_int_kernel<decltype(t)::value, R, 1, MINB, true>; });
   return v;
 }
 

@@ -18,7 +18,7 @@ inline constexpr int kIntFitRows = -1;
 // batch, `stages` iterations in flight); 1 = the register kernel. Same contract, same bits.
 inline constexpr int kIntPipelined = 2;
 // cfg.stages of the register kernel (cfg.integer 1, cfg.unroll 1) that selects its double-buffered
-// form (qmatvec_int_db_kernel: two chunks of each row in flight; T = 1, rows_per_warp 2, 4 or 8;
+// form (qmatvec_int_kernel with DB: two chunks of each row in flight; T = 1, rows_per_warp 2, 4 or 8;
 // the tuner's "R<R>DB" shapes). Same contract, same bits.
 inline constexpr int kIntDoubleBuffer = 2;
 // cfg.integer of the tensor-core implementation (qmatvec_imma.cu; rows_per_warp 16 = one tile a warp,
