@@ -365,16 +365,17 @@ void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, cons
   MERE_CUDA_CHECK(cudaGraphLaunch(exec, s));
 }
 
-// One T = 1 main pass (decode step), captured unless graphs are off.
 void CudaEngine::trace_pass() {
 #if defined(MERE_CUDA_TRACE)
   if (!trace_out_path().empty()) {  // trace builds: in-sequence kernel times of some passes (kernel_trace.h)
-    MERE_CHECK(graph_mode_ == 0, "MERE_CUDA_TRACE_OUT", "the kernel trace needs MERE_CUDA_GRAPH=0 (a graph replay launches nothing)");
+    MERE_CHECK(graph_mode_ == 0, "MERE_CUDA_TRACE_OUT",
+               "the kernel trace needs MERE_CUDA_GRAPH=0 (a graph replay launches nothing)");
     trace_step(traced_steps_++);
   }
 #endif
 }
 
+// One T = 1 main pass (decode step), captured unless graphs are off.
 void CudaEngine::step1(CudaSeqState& st, bool all, bool want_last, bool want_arg, bool row_arg) {
   trace_pass();
   run_captured(st, pass_key(st, 1, false, all, want_last, want_arg, false, row_arg), graph_mode_ >= 1,

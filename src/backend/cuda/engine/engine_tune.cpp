@@ -1,13 +1,11 @@
-// CudaEngine::tune_matvecs (MERE_CUDA_MV_TUNE, default 1): the engine's 1-token matvec launches, grouped as
+// CudaEngine::tune_matvecs (MERE_CUDA_MV_TUNE, default 2): the engine's 1-token matvec launches, grouped as
 // linear / linear_shared / accumulate_prepared / the lm_head launch them, timed once at load with
 // every integer-contract shape (qmatvec_tune.h). Every layer of one kind has the same launches, so
-// the first of each kind stands for all (MERE_CUDA_MV_TUNE=2: up to 16 of each kind, timed in turn,
-// so the weights are cold as in a decode step); the MTP head's launches share their shapes with the
+// the first of each kind stands for all (=1), or up to 16 of each kind are timed in turn so the
+// weights are cold as in a decode step (=2, the default); the MTP head's launches share their shapes with the
 // main layers except its fc.
 #include <cstdio>
 #include <vector>
-
-#include "core/error.h"
 
 #include "backend/cuda/engine/engine.h"
 
@@ -21,17 +19,30 @@ void CudaEngine::tune_matvecs() {
   // quantised alike, else one launch each), given for one or more layers of its kind (MERE_CUDA_MV_TUNE=2
   // times it across them, cold); outputs into scratch, never accumulated
   auto tune = [&](const std::vector<Launch>& layers) {
-    std::vector<QMatvecOut> o;
-    int n = 0;
-    for (const Launch& ms : layers) {
-      const size_t before = o.size();
+    auto quantised = [](const Launch& ms) {
+      std::vector<QMatvecOut> q;
       for (const auto& [W, y] : ms)
-        if (W->quantized() && W->count == 1) o.push_back(QMatvecOut{W->qview(), y, false});
-      const int got = static_cast<int>(o.size() - before);
-      if (&ms == &layers.front()) n = got;
-      MERE_CHECK(got == n, "matvec tuning", "layers of one kind quantise their projections differently");
-    }
+        if (W->quantized() && W->count == 1) q.push_back(QMatvecOut{W->qview(), y, false});
+      return q;
+    };
+    auto same_shape = [](const std::vector<QMatvecOut>& a, const std::vector<QMatvecOut>& b) {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].W.rows != b[i].W.rows || a[i].W.cols != b[i].W.cols || a[i].W.bits != b[i].W.bits ||
+            a[i].W.tiled != b[i].W.tiled)
+          return false;
+      return true;
+    };
+    // the first layer's launch, then the other layers' where they match it (a mixed-precision
+    // checkpoint's differing layers are simply left out of the timing)
+    const std::vector<QMatvecOut> first = quantised(layers.front());
+    const int n = static_cast<int>(first.size());
     if (n == 0) return;
+    std::vector<QMatvecOut> o = first;
+    for (size_t k = 1; k < layers.size(); ++k) {
+      const std::vector<QMatvecOut> q = quantised(layers[k]);
+      if (same_shape(q, first)) o.insert(o.end(), q.begin(), q.end());
+    }
     const int sets = static_cast<int>(o.size()) / n;
     // the prepared input's values do not change a launch's time; zeros keep every read defined
     dev_.fill_bytes(qws_, 0, static_cast<size_t>(qmatvec_workspace_floats(1, o[0].W.cols, 4)) * 4);
