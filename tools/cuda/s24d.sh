@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# NOT RUN in session 24 (the device time ran out while machines were refused); the next session's
+# first call, on binaries rebuilt from HEAD (bin.tar.xz: mere.run; trace.tar.xz: the trace build's
+# mere.run, cmake -DMERE_CUDA_TRACE=ON; the tree can travel without models/ and tests/).
 # Session 24's fourth device call: the kernel trace (trace build, kernel_trace.h) of oracle-fed
 # verification passes at the 27B geometry under issue 7's matvec (MERE_CUDA_QMATVEC=mma
 # MERE_CUDA_GM=db4), width 1 and width 8, 8 passes each without graphs, beside the normal binary's

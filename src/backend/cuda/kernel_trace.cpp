@@ -25,6 +25,12 @@ struct TraceState {
   std::vector<const char*> names;
   unsigned long long* buf = nullptr;  // device: [0] count, [1 .. kCap] stamps (ns)
   bool running = false, done = false;
+  ~TraceState() {
+    if (running)  // the process ended inside the window: say so rather than leave no file silently
+      std::fprintf(stderr, "[kernel trace] the run ended after %zu traced launches, before the last traced pass: "
+                   "no summary written (run at least 8 + MERE_CUDA_TRACE_STEPS decode or verification passes)\n",
+                   names.size());
+  }
 };
 TraceState& state() {
   static TraceState s;

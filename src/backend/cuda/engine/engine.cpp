@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/env_choice.h"
+#include "backend/cuda/kernel_trace.h"
 #include "backend/cuda/stream_timer.h"
 #include "core/error.h"
 
@@ -22,6 +23,10 @@ namespace cuda {
 
 CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordinal)
     : cfg_(cfg), dev_(ordinal), arena_(dev_) {
+#if !defined(MERE_CUDA_TRACE)
+  MERE_CHECK(trace_out_path().empty(), "MERE_CUDA_TRACE_OUT",
+             "this build has no kernel trace: build with cmake -DMERE_CUDA_TRACE=ON (docs/cuda-engine.md)");
+#endif
   const char* g = std::getenv("MERE_CUDA_GRAPH");
   graph_mode_ = !g || !*g ? 2 : std::strcmp(g, "0") == 0 ? 0 : std::strcmp(g, "1") == 0 ? 1 : 2;
   // decode attention: the GQA-aware kernel by default wherever it supports the heads (H200: same
