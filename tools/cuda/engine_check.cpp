@@ -548,6 +548,23 @@ int main(int argc, char** argv) {
   });
   guarded("qwen35-moe-tiny routing in gate/up", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "separate");
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "block");
+  });
+  // The block routing ranks 8 warps' worth of experts: the real expert count (256, top-8) needs the
+  // real geometry: a random 4-bit checkpoint of the 35B-A3B shapes cut to 4 layers
+  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): block routing", [&] {
+    SynthOptions o;
+    o.geometry = geometry_preset("qwen3.5-35b-a3b");
+    o.geometry.num_hidden_layers = 4;
+    o.geometry.layer_types.clear();
+    o.geometry.validate();
+    o.bits = 4;
+    o.seed = 24;
+    o.out_dir = (fs::temp_directory_path() / "mere-engine-check-moe-q4").string();
+    o.force = true;
+    write_synth_checkpoint(o);
+    env_pair(root, "qwen3.5-35b-a3b-4l", o.out_dir, "MERE_CUDA_MOE_ROUTE", "block", false, "qwen35-moe-tiny");
+    fs::remove_all(o.out_dir);
   });
   // The bundled models' linear-attention heads are 64 wide, so their GatedDeltaNet runs on the
   // generic step; the 128-wide decode kernels (gdn_decode, the step + gated norm launch) need a

@@ -36,7 +36,12 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   attn_gqa_ = attn == 0 || (attn < 0 && k::attention_gqa_supported(cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim));
   const char* fu = std::getenv("MERE_CUDA_FUSE");
   fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
-  moe_route_fused_ = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate"}) != 1;
+  const int route = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate", "block"});
+  moe_route_fused_ = route != 1;
+  moe_route_block_ = route == 2;
+  MERE_CHECK(!moe_route_block_ || !cfg_.is_moe || (cfg_.num_experts <= 256 && cfg_.experts_per_tok <= 32),
+             "MERE_CUDA_MOE_ROUTE=block", "the block routing takes at most 256 experts and top-32, the model has ",
+             cfg_.num_experts, " experts, top-", cfg_.experts_per_tok);
   step_norm_fused_ = env_choice("MERE_CUDA_STEP_NORM", {"fused", "separate"}) == 0;
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head", true);

@@ -149,6 +149,9 @@ class CudaEngine final : public DeviceEngine {
   // (k::moe_route_gate_up, the same bits; one launch fewer a MoE layer; H100 35B-A3B decode +0.5%);
   // separate: its own launch. Read at load.
   bool moe_route_fused_ = true;
+  // MERE_CUDA_MOE_ROUTE=block: the gate/up launch's whole block routes (k::route_token_block: the
+  // same ids and weights; session 24, not yet run on a GPU, opt-in until measured).
+  bool moe_route_block_ = false;
   MatvecShapeTable mv_shapes_;
   // MERE_CUDA_STEP_NORM=fused: with fusion, the GatedDeltaNet decode step and the gated RMSNorm +
   // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or

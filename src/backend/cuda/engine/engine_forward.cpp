@@ -184,9 +184,9 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
   linear_shared({{&L.router, rlog_}, {&L.shared_gate, sg_}}, xn, T, xn_prepared);
   const bool fused = k::moe_fused_supported(L.experts.gate, L.experts.up, L.experts.down, L.shared.gate,
                                             L.shared.up, L.shared.down, K);
-  if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K)) {
+  if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K, moe_route_block_)) {
     k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
-                         ridx_, rw_, xn, T, K, eg_, f1_);
+                         ridx_, rw_, xn, T, K, eg_, f1_, moe_route_block_);
     k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
     return;
   }

@@ -136,11 +136,12 @@ void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& s
                  const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs);
 // moe_route + moe_gate_up in one launch (the routing computed by each expert block for its token,
 // with moe_route's code: bitwise the same ids, weights and h): whether E, K and the width fit.
-bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K);
+// block: the whole block routes (MERE_CUDA_MOE_ROUTE=block; E <= 256, K <= 32; the same ids and weights).
+bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K, bool block = false);
 // logits: [T, E] router logits; writes idx [T, K] and w [T, K] (for moe_down) and h, hs as moe_gate_up.
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
-                       int64_t K, float* h, float* hs);
+                       int64_t K, float* h, float* hs, bool block = false);
 // One launch: y = sum_k w[t,k] down_{idx[t,k]} h[t,k] + sigmoid(sg[t]) sdown hs[t] (in that order);
 // out[t] = residual ? out[t] + y : y.   out: [T, H]
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
