@@ -419,6 +419,18 @@ void attn_gqa(const std::string& root, const std::string& name) {
 // read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_STEP_NORM,
 // MERE_CUDA_MV_TUNE's table): two loads side by side.
 // A derived checkpoint (not under models/) is also held to the CPU reference.
+// A random 4-bit g64 checkpoint of geometry g in the temporary directory `name` (replaced); its path.
+std::string synth_q4(const Geometry& g, uint64_t seed, const char* name) {
+  SynthOptions o;
+  o.geometry = g;
+  o.bits = 4;
+  o.seed = seed;
+  o.out_dir = (fs::temp_directory_path() / name).string();
+  o.force = true;
+  write_synth_checkpoint(o);
+  return o.out_dir;
+}
+
 void env_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
               const char* value, bool cpu_reference = true, const std::string& ids_from = "") {
   std::unique_ptr<Qwen35Model> fused, plain;
@@ -553,34 +565,23 @@ int main(int argc, char** argv) {
   // The block routing ranks 8 warps' worth of experts: the real expert count (256, top-8) needs the
   // real geometry: a random 4-bit checkpoint of the 35B-A3B shapes cut to 4 layers
   guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): block routing", [&] {
-    SynthOptions o;
-    o.geometry = geometry_preset("qwen3.5-35b-a3b");
-    o.geometry.num_hidden_layers = 4;
-    o.geometry.layer_types.clear();
-    o.geometry.validate();
-    o.bits = 4;
-    o.seed = 24;
-    o.out_dir = (fs::temp_directory_path() / "mere-engine-check-moe-q4").string();
-    o.force = true;
-    write_synth_checkpoint(o);
-    env_pair(root, "qwen3.5-35b-a3b-4l", o.out_dir, "MERE_CUDA_MOE_ROUTE", "block", false, "qwen35-moe-tiny");
-    fs::remove_all(o.out_dir);
+    Geometry g = geometry_preset("qwen3.5-35b-a3b");
+    g.num_hidden_layers = 4;
+    g.layer_types.clear();
+    g.validate();
+    const std::string dir = synth_q4(g, 24, "mere-engine-check-moe-q4");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_ROUTE", "block", false, "qwen35-moe-tiny");
+    fs::remove_all(dir);
   });
   // The bundled models' linear-attention heads are 64 wide, so their GatedDeltaNet runs on the
   // generic step; the 128-wide decode kernels (gdn_decode, the step + gated norm launch) need a
   // real head geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny
   // model's fixture; no CPU comparison: random weights, the pairs are what is checked)
   guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion and GDN step + gated norm", [&] {
-    SynthOptions o;
-    o.geometry = geometry_preset("qwen3.5-0.8b");
-    o.bits = 4;
-    o.seed = 15;
-    o.out_dir = (fs::temp_directory_path() / "mere-engine-check-0.8b-q4").string();
-    o.force = true;
-    write_synth_checkpoint(o);
-    env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
-    env_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
-    prefill_pair(root, "qwen3.5-0.8b", o.out_dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
+    const std::string dir = synth_q4(geometry_preset("qwen3.5-0.8b"), 15, "mere-engine-check-0.8b-q4");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
+    prefill_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {
     QuantizeOptions q;
