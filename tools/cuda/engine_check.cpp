@@ -562,6 +562,9 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "separate");
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "block");
   });
+  guarded("qwen35-moe-tiny attention merge v2", [&] {
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ATTN_COMBINE", "v2");
+  });
   // The block routing ranks 8 warps' worth of experts: the real expert count (256, top-8) needs the
   // real geometry: a random 4-bit checkpoint of the 35B-A3B shapes cut to 4 layers
   guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): block routing", [&] {
@@ -581,6 +584,7 @@ int main(int argc, char** argv) {
     const std::string dir = synth_q4(geometry_preset("qwen3.5-0.8b"), 15, "mere-engine-check-0.8b-q4");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_ATTN_COMBINE", "v2", false, "qwen35-dense-tiny");
     prefill_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {

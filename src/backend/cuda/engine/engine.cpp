@@ -43,6 +43,7 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
              "MERE_CUDA_MOE_ROUTE=block", "the block routing takes at most 256 experts and top-32, the model has ",
              cfg_.num_experts, " experts, top-", cfg_.experts_per_tok);
   step_norm_fused_ = env_choice("MERE_CUDA_STEP_NORM", {"fused", "separate"}) == 0;
+  attn_combine_v2_ = env_choice("MERE_CUDA_ATTN_COMBINE", {"v1", "v2"}) == 1;
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head", true);
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");

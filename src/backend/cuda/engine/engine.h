@@ -157,6 +157,9 @@ class CudaEngine final : public DeviceEngine {
   // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or
   // separate: two launches (the default until a GPU run has checked and measured it). Read at load.
   bool step_norm_fused_ = false;
+  // MERE_CUDA_ATTN_COMBINE=v2: the decode attention's span merge as attn_combine_v2_kernel (the same
+  // bits; session 24, not yet run on a GPU, opt-in until measured); v1, the default: attn_combine_kernel.
+  bool attn_combine_v2_ = false;
   int64_t traced_steps_ = 0;  // decode / verification passes so far (trace builds: MERE_CUDA_TRACE_OUT)
 
   // scratch of one pass

@@ -96,8 +96,8 @@ bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepar
   k::attn_prepare(s, qg_, kk_, vv_, a.q_norm, a.k_norm, pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
                   static_cast<float>(cfg_.rms_norm_eps), q_, kc, vc);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_);
-  else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_);
+  if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_);
+  else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_);
   if (const int ob = fuse_bits({&a.o})) {  // gate + prepare in one launch, o_proj added to x by its matvec
     k::sigmoid_gate_prep(s, att_, qg_, T, nh, hd, ob, qws_);
     accumulate_prepared(a.o, T, x);

@@ -158,6 +158,63 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The same merge (MERE_CUDA_ATTN_COMBINE=v2; session 24, not yet run on a GPU): the s24c trace puts
+// attn_combine at ~8 µs a launch in sequence, the slowest small kernel of a decode step: every thread
+// walks the SP spans three times (M, L, then its outputs), each step a dependent L2 read and an exp.
+// Here warp 0 reads the spans' (m, l) once (a lane a span), computes M (fmaxf: exact in any order) and
+// each span's factor exp(m - M) once, and lane 0 runs L's fma chain in span order; then every thread's
+// outputs take their SP loads at once (the span loop unrolled) and the same fma chain in span order
+// with the same factors. Each value is computed by the same operations in the same order as above:
+// bitwise attn_combine_kernel.
+template <int SP>
+__global__ void __launch_bounds__(kThreads) attn_combine_v2_kernel(const float* ws, int nh, int hd, float* out) {
+  static_assert(SP >= 1 && SP <= 32, "a lane a span");
+  pdl_begin();
+  __shared__ float fs[SP];  // exp(m_s - M), or 0 for an empty span (never used: the chains skip it)
+  __shared__ bool live[SP];
+  __shared__ float Ls;
+  const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
+  const float* base = ws + (static_cast<int64_t>(t) * nh + h) * SP * (hd + 2);
+  if (threadIdx.x < 32) {
+    const float ms = lane < SP ? base[lane * (hd + 2) + hd] : -INFINITY;
+    const float ls = lane < SP ? base[lane * (hd + 2) + hd + 1] : 0.0f;
+    float M = ms;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
+    const float f = ms != -INFINITY ? expf(ms - M) : 0.0f;
+    if (lane < SP) fs[lane] = f, live[lane] = ms != -INFINITY;
+    float L = 0.0f;  // lane 0: the fma chain in span order, as attn_combine_kernel
+#pragma unroll
+    for (int s = 0; s < SP; ++s) {
+      const float fl = __shfl_sync(0xffffffffu, f, s), ll = __shfl_sync(0xffffffffu, ls, s);
+      const float msv = __shfl_sync(0xffffffffu, ms, s);
+      if (msv != -INFINITY) L = __fmaf_rn(ll, fl, L);
+    }
+    if (lane == 0) Ls = L;
+  }
+  __syncthreads();
+  const float L = Ls;
+  for (int d = threadIdx.x; d < hd; d += kThreads) {
+    float o[SP];
+#pragma unroll
+    for (int s = 0; s < SP; ++s) o[s] = live[s] ? base[s * (hd + 2) + d] : 0.0f;
+    float acc = 0.0f;
+#pragma unroll
+    for (int s = 0; s < SP; ++s)
+      if (live[s]) acc = __fmaf_rn(o[s], fs[s], acc);
+    out[(static_cast<int64_t>(t) * nh + h) * hd + d] = __fdiv_rn(acc, L);
+  }
+}
+
+// attn_combine_kernel, or its v2 for the engine's 16 spans
+void launch_combine(cudaStream_t s, const float* ws, int nh, int hd, int spans, int64_t T, float* out, bool v2) {
+  dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
+  if (v2 && spans == 16)
+    launch("attn_combine_v2_kernel", &attn_combine_v2_kernel<16>, g2, kThreads, 0, s, ws, nh, hd, out);
+  else
+    launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, nh, hd, spans, out);
+}
+
 // ---- GQA-aware split attention (MERE_CUDA_ATTN=gqa) ----
 // Block per (KV head, span, row t): the G = nh/nkv query heads of the KV head share every K and V
 // row the block reads (the split kernel above reads them once per query head). The span is walked
@@ -419,14 +476,12 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans) { return T * nh * spans * (hd + 2); }
 
 void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out) {
+               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out, bool combine_v2) {
   MERE_CHECK(hd <= kMaxHd && nh % nkv == 0, "cuda attention", "unsupported heads ", nh, "/", nkv, " head_dim ", hd);
   dim3 grid(static_cast<unsigned>(nh), static_cast<unsigned>(spans), static_cast<unsigned>(T));
   launch("attn_split_kernel", attn_split_kernel, grid, kThreads, 0, s, q, kc, vc, pos, static_cast<int>(nh),
          static_cast<int>(nkv), static_cast<int>(hd), scale, ws);
-  dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
-  launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, static_cast<int>(nh), static_cast<int>(hd),
-         spans, out);
+  launch_combine(s, ws, static_cast<int>(nh), static_cast<int>(hd), spans, T, out, combine_v2);
 }
 
 bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd) {
@@ -434,7 +489,8 @@ bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd) {
 }
 
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out) {
+                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
+                   bool combine_v2) {
   MERE_CHECK(nkv >= 1 && nh % nkv == 0 && nh / nkv <= kGqaMaxG, "cuda attention (MERE_CUDA_ATTN=gqa)",
              "unsupported heads: ", nh, " query heads over ", nkv, " KV heads (", nkv >= 1 ? nh / nkv : 0,
              " a KV head); the GQA kernel takes at most ", kGqaMaxG, " query heads a KV head");
@@ -445,8 +501,7 @@ void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float*
   if (hd == 64) launch_gqa_g<64>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
   else if (hd == 128) launch_gqa_g<128>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
   else launch_gqa_g<256>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
-  dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
-  launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, inh, static_cast<int>(hd), spans, out);
+  launch_combine(s, ws, inh, static_cast<int>(hd), spans, T, out, combine_v2);
 }
 
 bool sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_t nh, int64_t hd, uint16_t* xq) {

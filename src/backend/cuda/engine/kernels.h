@@ -104,8 +104,10 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
 // Causal attention: row t attends to cache rows [0, pos+t+1). Split over `spans` position ranges
 // (fixed by the caller, not by the length), then merged in order. ws: attention_ws_floats.
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans);
+// combine_v2: the merge as attn_combine_v2_kernel (16 spans; MERE_CUDA_ATTN_COMBINE=v2, the same bits).
 void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
+               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
+               bool combine_v2 = false);
 // The same contract and result layout (same ws, same spans, same merge), GQA-aware: a block per
 // (KV head, span, row) scores and accumulates all nh/nkv (<= 8) query heads of that KV head, so K
 // and V are read once per KV head instead of once per query head; coalesced K and V rows.
@@ -113,7 +115,8 @@ void attention(cudaStream_t s, const float* q, const float* kc, const float* vc,
 // Whether attention_gqa takes these heads (the engine's default decode attention where it does).
 bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd);
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out);
+                   int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
+                   bool combine_v2 = false);
 // out[t, h, :] *= sigmoid(qg[t, h, 1, :]). xq (prefill; null: none): the result also rounded to bf16
 // in qgemm_prepare_x's layout (gemm.h), bitwise that launch after this one; returns whether xq was
 // written (needs nh * hd % 8 == 0).                   out: [T, nh, hd]; xq: [T, nh * hd] bf16
