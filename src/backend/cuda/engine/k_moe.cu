@@ -550,25 +550,16 @@ void launch_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat
                          : static_cast<size_t>(route->E + 2 * K);
   const size_t smem = (smem_floats(gate.bits, gate.cols) + route_floats) * 4;
   const RouteIn r = route ? *route : RouteIn{};
-  const int k = static_cast<int>(K);
-  if (gate.bits == 4 && route && block)
-    launch("moe_gate_up_kernel<4> (block routing)", &moe_gate_up_kernel<4, 2>, grid, kWarps * 32, smem, s, gate, up,
-           sgate, sup, idx, x, k, h, hs, r);
-  else if (gate.bits == 4 && route)
-    launch("moe_gate_up_kernel<4> (routing)", &moe_gate_up_kernel<4, 1>, grid, kWarps * 32, smem, s, gate, up,
-           sgate, sup, idx, x, k, h, hs, r);
-  else if (gate.bits == 4)
-    launch("moe_gate_up_kernel<4>", &moe_gate_up_kernel<4, 0>, grid, kWarps * 32, smem, s, gate, up, sgate, sup,
-           idx, x, k, h, hs, r);
-  else if (route && block)
-    launch("moe_gate_up_kernel<8> (block routing)", &moe_gate_up_kernel<8, 2>, grid, kWarps * 32, smem, s, gate, up,
-           sgate, sup, idx, x, k, h, hs, r);
-  else if (route)
-    launch("moe_gate_up_kernel<8> (routing)", &moe_gate_up_kernel<8, 1>, grid, kWarps * 32, smem, s, gate, up,
-           sgate, sup, idx, x, k, h, hs, r);
-  else
-    launch("moe_gate_up_kernel<8>", &moe_gate_up_kernel<8, 0>, grid, kWarps * 32, smem, s, gate, up, sgate, sup,
-           idx, x, k, h, hs, r);
+  using Fn = decltype(&moe_gate_up_kernel<4, 0>);
+  const int mode = !route ? 0 : block ? 2 : 1;  // the kernel's ROUTE
+  static constexpr Fn kFns[2][3] = {{&moe_gate_up_kernel<4, 0>, &moe_gate_up_kernel<4, 1>, &moe_gate_up_kernel<4, 2>},
+                                    {&moe_gate_up_kernel<8, 0>, &moe_gate_up_kernel<8, 1>, &moe_gate_up_kernel<8, 2>}};
+  static constexpr const char* kNames[2][3] = {
+      {"moe_gate_up_kernel<4>", "moe_gate_up_kernel<4> (routing)", "moe_gate_up_kernel<4> (block routing)"},
+      {"moe_gate_up_kernel<8>", "moe_gate_up_kernel<8> (routing)", "moe_gate_up_kernel<8> (block routing)"}};
+  const int b8 = gate.bits == 4 ? 0 : 1;
+  launch(kNames[b8][mode], kFns[b8][mode], grid, kWarps * 32, smem, s, gate, up, sgate, sup, idx, x,
+         static_cast<int>(K), h, hs, r);
 }
 }  // namespace
 
