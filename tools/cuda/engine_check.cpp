@@ -560,20 +560,19 @@ int main(int argc, char** argv) {
   });
   guarded("qwen35-moe-tiny routing in gate/up", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "separate");
-    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_ROUTE", "block");
   });
-  guarded("qwen35-moe-tiny attention merge v2", [&] {
-    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ATTN_COMBINE", "v2");
+  guarded("qwen35-moe-tiny attention merge v1", [&] {
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ATTN_COMBINE", "v1");
   });
-  // The block routing ranks 8 warps' worth of experts: the real expert count (256, top-8) needs the
-  // real geometry: a random 4-bit checkpoint of the 35B-A3B shapes cut to 4 layers
-  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): block routing", [&] {
+  // The routing inside the gate/up launch at the real expert count (256, top-8): a random 4-bit
+  // checkpoint of the 35B-A3B shapes cut to 4 layers
+  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up", [&] {
     Geometry g = geometry_preset("qwen3.5-35b-a3b");
     g.num_hidden_layers = 4;
     g.layer_types.clear();
     g.validate();
     const std::string dir = synth_q4(g, 24, "mere-engine-check-moe-q4");
-    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_ROUTE", "block", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_ROUTE", "separate", false, "qwen35-moe-tiny");
     fs::remove_all(dir);
   });
   // The bundled models' linear-attention heads are 64 wide, so their GatedDeltaNet runs on the
@@ -584,7 +583,7 @@ int main(int argc, char** argv) {
     const std::string dir = synth_q4(geometry_preset("qwen3.5-0.8b"), 15, "mere-engine-check-0.8b-q4");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
-    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_ATTN_COMBINE", "v2", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_ATTN_COMBINE", "v1", false, "qwen35-dense-tiny");
     prefill_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Ran in session 25 on an H100: bench/cuda/s25/h100-b. Its traces hold width-1 passes (the oracle steps), see MERE_CUDA_TRACE_ROWS / s25b.sh.
 # NOT RUN in session 24 (the device time ran out while machines were refused); the next session's
 # first call, on binaries rebuilt from HEAD (bin.tar.xz: mere.run; trace.tar.xz: the trace build's
 # mere.run, cmake -DMERE_CUDA_TRACE=ON; the tree can travel without models/ and tests/).

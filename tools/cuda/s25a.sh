@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Ran in session 25 on an H100 (the H200 was not lent): bench/cuda/s25/h100-a; the block routing was removed, v2 became the default.
 # Session 25's first device call (written in session 24, which had no device time left for it), on
 # binaries rebuilt from HEAD (build/carry/bin.tar.xz: mere.run, mere_engine_check; the tree with
 # models/ and tests/, bench/cuda/s6..s20 moved out to fit 64 MiB):

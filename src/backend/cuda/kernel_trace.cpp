@@ -37,13 +37,14 @@ TraceState& state() {
   return s;
 }
 
-int64_t env_steps() {
-  const char* e = std::getenv("MERE_CUDA_TRACE_STEPS");
-  if (e == nullptr || *e == 0) return 32;
+// An integer variable in [lo, hi]; unset or empty: `dflt`.
+int64_t env_int(const char* name, int64_t dflt, int64_t lo, int64_t hi, const char* what) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == 0) return dflt;
   char* end = nullptr;
   const long v = std::strtol(e, &end, 10);
-  MERE_CHECK(end != e && *end == 0 && v >= 1 && v <= 4096, "MERE_CUDA_TRACE_STEPS",
-             "expected a step count in [1, 4096], got '", e, "'");
+  MERE_CHECK(end != e && *end == 0 && v >= lo && v <= hi, name, "expected ", what, " in [", lo, ", ", hi, "], got '", e,
+             "'");
   return v;
 }
 
@@ -108,11 +109,16 @@ const std::string& trace_out_path() {
   return path;
 }
 
+bool trace_counts_rows(int64_t rows) {
+  static const int64_t only = env_int("MERE_CUDA_TRACE_ROWS", 0, 0, 64, "a pass width (0: every width)");
+  return only == 0 || rows == only;
+}
+
 void trace_step(int64_t step) {
   TraceState& t = state();
   if (trace_out_path().empty() || t.done) return;
   constexpr int64_t kFirst = 8;  // steps before the trace: first-use set-up, clocks
-  static const int64_t steps = env_steps();
+  static const int64_t steps = env_int("MERE_CUDA_TRACE_STEPS", 32, 1, 4096, "a step count");
   if (step == kFirst && !t.running) {
     MERE_CHECK(!t.setters.empty(), "MERE_CUDA_TRACE_OUT", "this build has no kernel trace (cmake -DMERE_CUDA_TRACE=ON)");
     if (t.buf == nullptr) MERE_CUDA_CHECK(cudaMalloc(&t.buf, (kCap + 1) * sizeof(unsigned long long)));

@@ -7,7 +7,9 @@
 // consecutive stamps is the time each kernel adds to the step. MERE_CUDA_TRACE_OUT=path (trace
 // builds only) makes the CUDA engine trace its decode / verification passes (T <= 9; prompts are not
 // counted) 8 .. 8 + MERE_CUDA_TRACE_STEPS (default 32) without graphs (MERE_CUDA_GRAPH=0) and write a
-// per-kernel summary as JSON. Normal builds compile none of this into the kernels.
+// per-kernel summary as JSON. MERE_CUDA_TRACE_ROWS=k counts only the passes of k rows (e.g. 8 for
+// the width-8 verification passes of verify-bench, after its width-1 oracle steps; launches of other
+// passes inside the window are still recorded). Normal builds compile none of this into the kernels.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -26,5 +28,7 @@ void trace_note_launch(const char* what);
 // JSON summary).
 const std::string& trace_out_path();
 void trace_step(int64_t step);
+// Whether a pass of `rows` rows counts as a traced step (MERE_CUDA_TRACE_ROWS; unset: every pass).
+bool trace_counts_rows(int64_t rows);
 
 }  // namespace mere::cuda

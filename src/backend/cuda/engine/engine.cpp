@@ -36,27 +36,14 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   attn_gqa_ = attn == 0 || (attn < 0 && k::attention_gqa_supported(cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim));
   const char* fu = std::getenv("MERE_CUDA_FUSE");
   fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
-  const int route = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate", "block"});
-  moe_route_fused_ = route != 1;
-  moe_route_block_ = route == 2;
+  moe_route_fused_ = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate"}) != 1;
   step_norm_fused_ = env_choice("MERE_CUDA_STEP_NORM", {"fused", "separate"}) == 0;
-  attn_combine_v2_ = env_choice("MERE_CUDA_ATTN_COMBINE", {"v1", "v2"}) == 1;
+  attn_combine_v2_ = env_choice("MERE_CUDA_ATTN_COMBINE", {"v1", "v2"}) != 0;
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head", true);
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");
   int64_t nfull = 0, nlin = 0;
   for (const LayerWeights& L : w.layers) layers_.push_back(upload_layer(L, L.kind == LayerKind::Full ? nfull++ : nlin++));
-  if (moe_route_block_ && cfg_.is_moe && !layers_.empty()) {
-    // asked for, the block routing must take this model's fused experts (the kernel's own limits)
-    // rather than fall back to the warp routing
-    const DLayer& L = layers_.front();
-    const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok;
-    MERE_CHECK(!k::moe_fused_supported(L.experts.gate, L.experts.up, L.experts.down, L.shared.gate, L.shared.up,
-                                       L.shared.down, K) ||
-                   k::moe_route_gate_up_supported(L.experts.gate, E, K, true),
-               "MERE_CUDA_MOE_ROUTE=block", "the block routing does not take this model's experts: ", E,
-               " experts, top-", K, " (it takes at most 256 experts, top-32)");
-  }
   has_mtp_ = w.mtp.present;
   if (has_mtp_) {
     mtp_layer_ = upload_layer(w.mtp.layer, 0);

@@ -66,7 +66,7 @@ class CudaEngine final : public DeviceEngine {
   void step1(CudaSeqState& st, bool all, bool want_last, bool want_arg, bool row_arg = false);
   // Trace builds with MERE_CUDA_TRACE_OUT: counts a decode or verification pass about to launch and
   // starts / stops the kernel trace at the configured passes (kernel_trace.h); otherwise nothing.
-  void trace_pass();
+  void trace_pass(int64_t rows);
   static uint64_t pass_key(const CudaSeqState& st, int64_t T, bool trace, bool all, bool last, bool arg, bool mtp,
                            bool row_arg = false);
   void run_captured(CudaSeqState& st, uint64_t key, bool allowed, const std::function<void()>& pass);
@@ -149,17 +149,14 @@ class CudaEngine final : public DeviceEngine {
   // (k::moe_route_gate_up, the same bits; one launch fewer a MoE layer; H100 35B-A3B decode +0.5%);
   // separate: its own launch. Read at load.
   bool moe_route_fused_ = true;
-  // MERE_CUDA_MOE_ROUTE=block: the gate/up launch's whole block routes (k::route_token_block: the
-  // same ids and weights; session 24, not yet run on a GPU, opt-in until measured).
-  bool moe_route_block_ = false;
   MatvecShapeTable mv_shapes_;
   // MERE_CUDA_STEP_NORM=fused: with fusion, the GatedDeltaNet decode step and the gated RMSNorm +
   // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or
   // separate: two launches (the default until a GPU run has checked and measured it). Read at load.
   bool step_norm_fused_ = false;
-  // MERE_CUDA_ATTN_COMBINE=v2: the decode attention's span merge as attn_combine_v2_kernel (the same
-  // bits; session 24, not yet run on a GPU, opt-in until measured); v1, the default: attn_combine_kernel.
-  bool attn_combine_v2_ = false;
+  // MERE_CUDA_ATTN_COMBINE: unset or v2: the decode attention's span merge as attn_combine_v2_kernel
+  // (the same bits; H100 s25a: 35B-A3B decode +1.5%, 27B +0.9%); v1: attn_combine_kernel. Read at load.
+  bool attn_combine_v2_ = true;
   int64_t traced_steps_ = 0;  // decode / verification passes so far (trace builds: MERE_CUDA_TRACE_OUT)
 
   // scratch of one pass

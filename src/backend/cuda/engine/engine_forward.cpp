@@ -184,9 +184,9 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
   linear_shared({{&L.router, rlog_}, {&L.shared_gate, sg_}}, xn, T, xn_prepared);
   const bool fused = k::moe_fused_supported(L.experts.gate, L.experts.up, L.experts.down, L.shared.gate,
                                             L.shared.up, L.shared.down, K);
-  if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K, moe_route_block_)) {
+  if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K)) {
     k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
-                         ridx_, rw_, xn, T, K, eg_, f1_, moe_route_block_);
+                         ridx_, rw_, xn, T, K, eg_, f1_);
     k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
     return;
   }
@@ -311,7 +311,7 @@ void CudaEngine::forward(const int32_t* ids, int64_t T, SequenceMemory& mem, flo
     if (T == 1 && !opt.trace) {
       step1(st, all, want_last, want_arg, row_arg);
     } else {  // verification widths (<= 9 rows, traced or not) are captured too; longer calls run in slices
-      trace_pass();
+      trace_pass(Tc);
       const int64_t row0 = opt.trace ? c0 : -1;
       run_captured(st, pass_key(st, Tc, opt.trace != nullptr, all, want_last, want_arg, false, row_arg),
                    graph_mode_ >= 2 && T <= kRows,
@@ -365,19 +365,21 @@ void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, cons
   MERE_CUDA_CHECK(cudaGraphLaunch(exec, s));
 }
 
-void CudaEngine::trace_pass() {
+void CudaEngine::trace_pass(int64_t rows) {
 #if defined(MERE_CUDA_TRACE)
-  if (!trace_out_path().empty()) {  // trace builds: in-sequence kernel times of some passes (kernel_trace.h)
+  if (!trace_out_path().empty() && trace_counts_rows(rows)) {  // trace builds: in-sequence kernel times of some passes (kernel_trace.h)
     MERE_CHECK(graph_mode_ == 0, "MERE_CUDA_TRACE_OUT",
                "the kernel trace needs MERE_CUDA_GRAPH=0 (a graph replay launches nothing)");
     trace_step(traced_steps_++);
   }
+#else
+  (void)rows;
 #endif
 }
 
 // One T = 1 main pass (decode step), captured unless graphs are off.
 void CudaEngine::step1(CudaSeqState& st, bool all, bool want_last, bool want_arg, bool row_arg) {
-  trace_pass();
+  trace_pass(1);
   run_captured(st, pass_key(st, 1, false, all, want_last, want_arg, false, row_arg), graph_mode_ >= 1,
                [&] { main_pass(st, 1, -1, all, want_last, want_arg, row_arg); });
 }

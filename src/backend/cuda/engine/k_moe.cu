@@ -80,101 +80,6 @@ __device__ __forceinline__ void route_token(const float* __restrict__ lg, int E,
     for (int k = lane; k < K; k += 32) w[k] = renorm ? __fdiv_rn(p[E + k], topsum) : p[E + k];
 }
 
-// The same routing by a whole block of kWarps*32 threads (MERE_CUDA_MOE_ROUTE=block; E <= the block's
-// threads, K <= 32), for moe_gate_up's expert blocks: route_token runs K rounds of a 32-lane arg-max
-// (~2 µs a layer at E = 256, K = 8, while the block's other warps wait at the barrier); here thread e
-// owns expert e: the max over the block (fmaxf, exact in any order), exp, the sum in route_token's
-// exact order (warp 0: lane l adds e = l, l + 32, ... then the xor butterfly), the division, then the
-// top-K by rank instead of rounds: each warp ranks its 32 probabilities among themselves (by value,
-// then index: the arg-max's order), its first K go to a candidate list, and the 8K candidates are
-// ranked among themselves (every global top-K entry is in its warp's top K, and everything ranked
-// above it is too). So the ids, their order, the probabilities and the weights (renormalised in k
-// order) are bitwise route_token's. A non-finite sum (NaN or infinite logits) falls back to
-// route_token itself, whose tie-breaking the ranks do not reproduce for NaN.
-// Shared scratch `sc` (block_route_floats(E, K) floats). Every thread of the block calls it; returns
-// with sidx[0, K) set for all threads (after a barrier).
-constexpr int kBlockRouteThreads = 256;  // = moe_gate_up's kWarps * 32
-constexpr int kBlockRouteWarps = kBlockRouteThreads / 32;
-__host__ __device__ constexpr int block_route_floats(int E, int K) {
-  return E + kBlockRouteWarps + 2 * kBlockRouteWarps * K + K;
-}
-// v: this thread's logit lg[threadIdx.x] (loaded by the caller, so the load can overlap other work),
-// -inf for threads >= E.
-__device__ __forceinline__ void route_token_block(const float* __restrict__ lg, float v, int E, int K, bool renorm,
-                                                  float* sc, int32_t* sidx, int32_t* __restrict__ idx,
-                                                  float* __restrict__ w) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  float* p = sc;                                              // [E] probabilities
-  constexpr int NW = kBlockRouteWarps;
-  float* red = p + E;                                          // [NW] warp maxima, then the sum
-  float* cval = red + NW;                                      // [NW K] candidates' probabilities
-  int32_t* cidx = reinterpret_cast<int32_t*>(cval + NW * K);  // [NW K] candidates' ids
-  float* topv = reinterpret_cast<float*>(cidx + NW * K);      // [K] the selected probabilities
-  const bool own = tid < E;
-  float mx = v;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  if (lane == 0) red[warp] = mx;
-  for (int i = tid; i < NW * K; i += kBlockRouteThreads) cval[i] = -1.0f, cidx[i] = E;
-  __syncthreads();
-  mx = red[0];
-#pragma unroll
-  for (int i = 1; i < NW; ++i) mx = fmaxf(mx, red[i]);
-  const float ex = own ? expf(__fsub_rn(v, mx)) : 0.0f;
-  if (own) p[tid] = ex;
-  __syncthreads();  // every warp has read red (mx) and written p
-  if (warp == 0) {
-    float sum = 0.0f;
-    for (int e = lane; e < E; e += 32) sum = __fadd_rn(sum, p[e]);
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, off));
-    if (lane == 0) red[0] = sum;
-  }
-  __syncthreads();
-  const float sum = red[0];
-  if (!(fabsf(sum) <= 3.402823466e38f)) {  // NaN or infinite: route_token's own semantics
-    __syncthreads();                        // every thread has read red[0]
-    if (warp == 0) route_token(lg, E, K, renorm, sc, sidx, idx, w);
-    __syncthreads();
-    return;
-  }
-  const float pe = own ? __fdiv_rn(ex, sum) : -1.0f;
-  if (own) p[tid] = pe;
-  __syncthreads();
-  if (own) {  // rank among the warp's own (by value, then index), the first K become candidates
-    const int base = warp * 32;
-    int r = 0;
-    for (int j = 0; j < 32 && base + j < E; ++j) {
-      const float q = p[base + j];
-      r += (q > pe || (q == pe && base + j < tid)) ? 1 : 0;
-    }
-    if (r < K) cval[warp * K + r] = pe, cidx[warp * K + r] = tid;
-  }
-  __syncthreads();
-  if (tid < NW * K && cidx[tid] < E) {  // rank among the candidates: the global rank of a top-K entry
-    const float cv = cval[tid];
-    const int ci = cidx[tid];
-    int r = 0;
-    for (int j = 0; j < NW * K; ++j) {
-      const float q = cval[j];
-      r += (cidx[j] < E && (q > cv || (q == cv && cidx[j] < ci))) ? 1 : 0;
-    }
-    if (r < K) {
-      sidx[r] = ci;
-      topv[r] = cv;
-    }
-  }
-  __syncthreads();
-  if (tid == 0) {
-    float topsum = 0.0f;
-    for (int k = 0; k < K; ++k) topsum = __fadd_rn(topsum, topv[k]);  // route_token's order
-    if (idx)
-      for (int k = 0; k < K; ++k) idx[k] = sidx[k];
-    if (w)
-      for (int k = 0; k < K; ++k) w[k] = renorm ? __fdiv_rn(topv[k], topsum) : topv[k];
-  }
-}
-
 __global__ void __launch_bounds__(kRouteThreads)
     moe_route_kernel(const float* __restrict__ logits, int E, int K, bool renorm, int32_t* __restrict__ idx,
                      float* __restrict__ w) {
@@ -335,7 +240,6 @@ __device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const 
 }
 
 constexpr int kWarps = 8;      // warps of a block
-static_assert(kWarps * 32 == kBlockRouteThreads, "the block routing takes moe_gate_up's whole block");
 constexpr int kUpRows = 2;     // rows a warp of moe_gate_up owns (gate and up of each: 4 row-dots)
 constexpr int kDownGroup = 8;  // expert rows of moe_down in flight per warp
 
@@ -353,9 +257,7 @@ struct RouteIn {
 // ROUTE: each expert block first routes its token with warp 0 (route_token, the moe_route kernel's
 // code: the same ids and weights) while the other warps stage x, so no routing launch sits between
 // the router matvec and this one; block (0, 0) of the token also writes idx / w for moe_down.
-// ROUTE = 2 (MERE_CUDA_MOE_ROUTE=block): the whole block routes (route_token_block) after staging x,
-// the logit's load issued first so it overlaps the staging; the same ids, weights and h.
-template <int BITS, int ROUTE>
+template <int BITS, bool ROUTE>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_gate_up_kernel(DMat gate, DMat up, DMat sgate, DMat sup, const int32_t* __restrict__ idx,
                        const float* __restrict__ x, int K, float* __restrict__ h, float* __restrict__ hs,
@@ -381,20 +283,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   bool staged = false;
   int64_t expert = 0;
-  if constexpr (ROUTE == 2) {
-    if (!shared) {
-      float* sc = xsum + nchunk;
-      int32_t* sidx = reinterpret_cast<int32_t*>(sc + block_route_floats(route.E, K));
-      const bool writer = blockIdx.x == 0 && k == 0;
-      const float* lg = route.logits + static_cast<int64_t>(t) * route.E;
-      const float v = static_cast<int>(threadIdx.x) < route.E ? lg[threadIdx.x] : -INFINITY;
-      fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum);
-      route_token_block(lg, v, route.E, K, route.renorm, sc, sidx, writer ? route.idx + t * K : nullptr,
-                        writer ? route.w + t * K : nullptr);  // ends after a barrier: x staged, sidx set
-      expert = sidx[k];
-      staged = true;
-    }
-  } else if constexpr (ROUTE == 1) {
+  if constexpr (ROUTE) {
     if (!shared) {  // route with warp 0 (p, sidx after x in shared memory), stage x with the others
       float* p = xsum + nchunk;
       int32_t* sidx = reinterpret_cast<int32_t*>(p + route.E + K);
@@ -409,7 +298,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       staged = true;
     }
   }
-  if (ROUTE == 0 && !shared) expert = idx[t * K + k];
+  if (!ROUTE && !shared) expert = idx[t * K + k];
   const int64_t base = expert * rows;
   const int r0 = rb + warp * kUpRows;
   QRow rr[2 * kUpRows];
@@ -537,53 +426,47 @@ bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, con
 }
 
 namespace {
-// route: null (ids from idx), or the routing inputs with block = false (warp 0 routes, route_token)
-// or true (the whole block routes, route_token_block)
 void launch_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
-                    const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, const RouteIn* route,
-                    bool block) {
+                    const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, const RouteIn* route) {
   const int64_t rows = std::max(gate.rows, sgate.rows);
   dim3 grid(static_cast<unsigned>((rows + kWarps * kUpRows - 1) / (kWarps * kUpRows)), static_cast<unsigned>(K + 1),
             static_cast<unsigned>(T));
-  const size_t route_floats =
-      !route ? 0 : block ? static_cast<size_t>(block_route_floats(route->E, static_cast<int>(K)) + K)
-                         : static_cast<size_t>(route->E + 2 * K);
-  const size_t smem = (smem_floats(gate.bits, gate.cols) + route_floats) * 4;
+  const size_t smem = (smem_floats(gate.bits, gate.cols) + (route ? static_cast<size_t>(route->E + 2 * K) : 0)) * 4;
   const RouteIn r = route ? *route : RouteIn{};
-  using Fn = decltype(&moe_gate_up_kernel<4, 0>);
-  const int mode = !route ? 0 : block ? 2 : 1;  // the kernel's ROUTE
-  static constexpr Fn kFns[2][3] = {{&moe_gate_up_kernel<4, 0>, &moe_gate_up_kernel<4, 1>, &moe_gate_up_kernel<4, 2>},
-                                    {&moe_gate_up_kernel<8, 0>, &moe_gate_up_kernel<8, 1>, &moe_gate_up_kernel<8, 2>}};
-  static constexpr const char* kNames[2][3] = {
-      {"moe_gate_up_kernel<4>", "moe_gate_up_kernel<4> (routing)", "moe_gate_up_kernel<4> (block routing)"},
-      {"moe_gate_up_kernel<8>", "moe_gate_up_kernel<8> (routing)", "moe_gate_up_kernel<8> (block routing)"}};
-  const int b8 = gate.bits == 4 ? 0 : 1;
-  launch(kNames[b8][mode], kFns[b8][mode], grid, kWarps * 32, smem, s, gate, up, sgate, sup, idx, x,
-         static_cast<int>(K), h, hs, r);
+  const int k = static_cast<int>(K);
+  if (gate.bits == 4 && route)
+    launch("moe_gate_up_kernel<4> (routing)", &moe_gate_up_kernel<4, true>, grid, kWarps * 32, smem, s, gate, up,
+           sgate, sup, idx, x, k, h, hs, r);
+  else if (gate.bits == 4)
+    launch("moe_gate_up_kernel<4>", &moe_gate_up_kernel<4, false>, grid, kWarps * 32, smem, s, gate, up, sgate, sup,
+           idx, x, k, h, hs, r);
+  else if (route)
+    launch("moe_gate_up_kernel<8> (routing)", &moe_gate_up_kernel<8, true>, grid, kWarps * 32, smem, s, gate, up,
+           sgate, sup, idx, x, k, h, hs, r);
+  else
+    launch("moe_gate_up_kernel<8>", &moe_gate_up_kernel<8, false>, grid, kWarps * 32, smem, s, gate, up, sgate, sup,
+           idx, x, k, h, hs, r);
 }
 }  // namespace
 
 void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                  const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs) {
-  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, nullptr, false);
+  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, nullptr);
 }
 
-bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K, bool block) {
+bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K) {
   constexpr size_t kMaxSmem = 48 * 1024;
-  if (!(E >= 1 && E <= 8192 && K >= 1 && K <= E)) return false;
-  if (block && !(E <= kBlockRouteThreads && K <= 32)) return false;
-  const size_t route_floats = block ? static_cast<size_t>(block_route_floats(static_cast<int>(E), static_cast<int>(K)) + K)
-                                    : static_cast<size_t>(E + 2 * K);
-  return (smem_floats(gate.bits, gate.cols) + route_floats) * 4 <= kMaxSmem;
+  return E >= 1 && E <= 8192 && K >= 1 && K <= E &&
+         (smem_floats(gate.bits, gate.cols) + static_cast<size_t>(E + 2 * K)) * 4 <= kMaxSmem;
 }
 
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
-                       int64_t K, float* h, float* hs, bool block) {
-  MERE_CHECK(moe_route_gate_up_supported(gate, E, K, block), "cuda moe", "routing gate/up: unsupported experts E ", E,
-             " top-k ", K, " or width ", gate.cols, block ? " for the block routing (E <= 256, K <= 32)" : "");
+                       int64_t K, float* h, float* hs) {
+  MERE_CHECK(moe_route_gate_up_supported(gate, E, K), "cuda moe", "routing gate/up: unsupported experts E ", E,
+             " top-k ", K, " or width ", gate.cols);
   const RouteIn r{logits, static_cast<int>(E), renorm, idx, w};
-  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r, block);
+  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r);
 }
 
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,

@@ -104,7 +104,8 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
 // Causal attention: row t attends to cache rows [0, pos+t+1). Split over `spans` position ranges
 // (fixed by the caller, not by the length), then merged in order. ws: attention_ws_floats.
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans);
-// combine_v2: the merge as attn_combine_v2_kernel (16 spans; MERE_CUDA_ATTN_COMBINE=v2, the same bits).
+// combine_v2: the merge as attn_combine_v2_kernel (16 spans; the engine's default, MERE_CUDA_ATTN_COMBINE;
+// the same bits as attn_combine_kernel).
 void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
                int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
                bool combine_v2 = false);
@@ -139,12 +140,11 @@ void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& s
                  const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs);
 // moe_route + moe_gate_up in one launch (the routing computed by each expert block for its token,
 // with moe_route's code: bitwise the same ids, weights and h): whether E, K and the width fit.
-// block: the whole block routes (MERE_CUDA_MOE_ROUTE=block; E <= 256, K <= 32; the same ids and weights).
-bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K, bool block = false);
+bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K);
 // logits: [T, E] router logits; writes idx [T, K] and w [T, K] (for moe_down) and h, hs as moe_gate_up.
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
-                       int64_t K, float* h, float* hs, bool block = false);
+                       int64_t K, float* h, float* hs);
 // One launch: y = sum_k w[t,k] down_{idx[t,k]} h[t,k] + sigmoid(sg[t]) sdown hs[t] (in that order);
 // out[t] = residual ? out[t] + y : y.   out: [T, H]
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
