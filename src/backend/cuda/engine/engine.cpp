@@ -54,6 +54,7 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   }
   MERE_CHECK(!has_mtp_ || mtp_layer_.kind == LayerKind::Full, "cuda engine", "MTP layer must be full attention");
   arena_.end_uploads();
+  init_moe_block();
   alloc_scratch();
   tune_matvecs();
 }
@@ -137,12 +138,14 @@ void CudaEngine::alloc_scratch() {
     eg_ = take(R * K * Ie), eu_ = take(R * K * Ie), ey_ = take(R * K * H), sh_ = take(R * H), sg_ = take(R);
     ridx_ = reinterpret_cast<int32_t*>(take(R * K));
     gdn_done_ = reinterpret_cast<unsigned*>(take(std::max<int64_t>(Hv, 1)));
+    moe_bar_ = reinterpret_cast<unsigned*>(take(2));
     if (pass == 0) {
       scratch_cap_ = scratch_used_;
       scratch_ = dev_.alloc(static_cast<size_t>(scratch_cap_) * 4, "forward-pass scratch");
     }
   }
   dev_.fill_bytes(gdn_done_, 0, static_cast<size_t>(std::max<int64_t>(Hv, 1)) * 4);
+  dev_.fill_bytes(moe_bar_, 0, 2 * sizeof(unsigned));
 }
 
 std::string CudaEngine::describe() const {

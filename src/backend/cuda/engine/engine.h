@@ -157,6 +157,11 @@ class CudaEngine final : public DeviceEngine {
   // MERE_CUDA_ATTN_COMBINE: unset or v2: the decode attention's span merge as attn_combine_v2_kernel
   // (the same bits; H100 s25a: 35B-A3B decode +1.5%, 27B +0.9%); v1: attn_combine_kernel. Read at load.
   bool attn_combine_v2_ = true;
+  // MERE_CUDA_MOE_BLOCK=on: a decode step's MoE half (norm, router, routing, experts, residual) as one
+  // launch, k::moe_block (the same bits; session 25, opt-in until measured); its resident grid size,
+  // 0 when off. Read at load; on, a MoE model whose shapes it does not take fails to load.
+  int moe_block_grid_ = 0;
+  void init_moe_block();  // reads MERE_CUDA_MOE_BLOCK and sizes the grid (after the uploads)
   int64_t traced_steps_ = 0;  // decode / verification passes so far (trace builds: MERE_CUDA_TRACE_OUT)
 
   // scratch of one pass
@@ -168,6 +173,7 @@ class CudaEngine final : public DeviceEngine {
   float *f1_, *f2_, *rlog_, *rw_, *eg_, *eu_, *ey_, *sh_, *sg_;
   int32_t* ridx_ = nullptr;
   unsigned* gdn_done_ = nullptr;  // [Hv] head counters of k::gdn_step_norm_prep (zero between launches)
+  unsigned* moe_bar_ = nullptr;   // [2] k::moe_block's grid barrier (zeroed once)
 };
 
 }  // namespace mere::cuda

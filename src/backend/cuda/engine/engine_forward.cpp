@@ -16,6 +16,7 @@
 #include "backend/cuda/kernel_trace.h"
 
 #include "backend/cuda/engine/kernels.h"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/norm.h"
 
@@ -207,6 +208,31 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
   k::add(s, x, o_, T * H);
 }
 
+namespace {
+k::MoeBlockWeights moe_block_weights(const DLayer& L) {
+  return k::MoeBlockWeights{L.post_norm,      L.router,        L.shared_gate,   L.experts.gate, L.experts.up,
+                            L.experts.down,   L.shared.gate,   L.shared.up,     L.shared.down};
+}
+}  // namespace
+
+void CudaEngine::init_moe_block() {
+  if (env_choice("MERE_CUDA_MOE_BLOCK", {"off", "on"}) != 1 || !cfg_.is_moe) return;
+  const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok;
+  MERE_CHECK(fuse_, "MERE_CUDA_MOE_BLOCK=on", "the one-launch MoE block needs the fused producers (MERE_CUDA_FUSE)");
+  int grid = -1;
+  auto check = [&](const DLayer& L) {  // every MoE layer (the MTP head's too) on the same grid
+    const int g = k::moe_block_grid(moe_block_weights(L), E, K, dev_.sm_count());
+    MERE_CHECK(g > 0 && (grid < 0 || g == grid) && fuse_bits({&L.router, &L.shared_gate}) != 0,
+               "MERE_CUDA_MOE_BLOCK=on", "the one-launch MoE block does not take this model's MoE layers (",
+               E, " experts, top-", K, ", ", L.experts.gate.bits, "-bit experts, a ", L.router.bits,
+               "-bit router, hidden ", cfg_.hidden_size, ")");
+    grid = g;
+  };
+  for (const DLayer& L : layers_) check(L);
+  if (has_mtp_) check(mtp_layer_);
+  moe_block_grid_ = grid;
+}
+
 // With fusion (MERE_CUDA_FUSE, default on with the SIMT matvec): each norm also prepares the next
 // projections' input, the projections sharing it run as one launch, and the output projections add
 // into x in their epilogue, and the GDN conv runs with the q/k/v/gate preparation (conv_gdn_prepare);
@@ -224,6 +250,11 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   const bool added = full ? attention_block(L.attn, xn_, in_bits != 0, T, kc, vc, pos, x)
                           : gdn_block(L.gdn, st, L.index, xn_, in_bits != 0, T, trace_row0, x);
   const int ffn_bits = cfg_.is_moe ? fuse_bits({&L.router, &L.shared_gate}) : fuse_bits({&L.mlp.gate, &L.mlp.up});
+  if (moe_block_grid_ > 0 && T == 1 && ffn_bits && added) {  // MERE_CUDA_MOE_BLOCK=on: norm to residual, one launch
+    k::moe_block(s, moe_block_grid_, moe_block_weights(L), eps, cfg_.num_experts, cfg_.experts_per_tok,
+                 cfg_.norm_topk_prob, x, k::MoeBlockScratch{rlog_, sg_, ridx_, rw_, eg_, f1_, moe_bar_});
+    return;
+  }
   if (ffn_bits) k::rms_norm_prep(s, x, added ? nullptr : o_, L.post_norm, T, H, eps, xn_, ffn_bits, qws_);
   else if (added) k::rms_norm(s, x, H, L.post_norm, T, H, eps, xn_, H);
   else k::add_rms_norm(s, x, o_, L.post_norm, T, H, eps, xn_);  // x += o; xn = rmsnorm(x) * w

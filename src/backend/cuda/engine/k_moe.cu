@@ -5,80 +5,19 @@
 //    expert (expert ids read on the device), SwiGLU fused: h[t,k,r] = silu(g) * u.
 //  * moe_down: ONE launch for the down rows of all K experts and the shared expert, combined in a
 //    fixed order (sum_k w_k y_k, then + sigmoid(sg) * shared) and optionally added to the residual.
-// The quantised dot product follows qmatvec's contract (qmatvec.h): lane l takes 16-byte code
-// chunks j = l, l+32, ...; per chunk qx = fma chain over its columns, acc = fma(scale, qx,
-// fma(bias, sum_chunk(x), acc)); then an xor butterfly. Every value depends on its own token's
-// data only, in an order fixed by the shapes: a T-row call gives every row bitwise the T=1 result.
-// x lives in shared memory, prescaled per code slot (as qmatvec_prepare) and padded per chunk
-// (stride E+4 floats: the float4 reads of 8 consecutive lanes hit distinct banks).
+// The quantised dot products follow qmatvec's contract (k_moe_common.cuh). Every value depends on
+// its own token's data only, in an order fixed by the shapes: a T-row call gives every row bitwise
+// the T=1 result.
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/k_math.cuh"
+#include "backend/cuda/engine/k_moe_common.cuh"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/launch.cuh"
 
 namespace mere::cuda::k {
 namespace {
-
-constexpr int kRouteThreads = 32;
-
-// The routing of one token by one warp (lane = threadIdx.x & 31): softmax of lg[0, E) into p[0, E)
-// (shared), top-k into p[E, E + K) and sidx[0, K) (shared, may be null), and, where given, the ids
-// and (renormalised) weights into idx[0, K) / w[0, K) (global). moe_route_kernel and the routing
-// moe_gate_up run exactly this code, so their ids and weights are bitwise the same.
-__device__ __forceinline__ void route_token(const float* __restrict__ lg, int E, int K, bool renorm, float* p,
-                                            int32_t* sidx, int32_t* __restrict__ idx, float* __restrict__ w) {
-  const int lane = threadIdx.x & 31;
-  float mx = -INFINITY;
-  for (int e = lane; e < E; e += 32) mx = fmaxf(mx, lg[e]);
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  float sum = 0.0f;
-  for (int e = lane; e < E; e += 32) {
-    const float v = expf(__fsub_rn(lg[e], mx));
-    p[e] = v;
-    sum = __fadd_rn(sum, v);
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, off));
-  for (int e = lane; e < E; e += 32) p[e] = __fdiv_rn(p[e], sum);
-  __syncwarp();
-  float topsum = 0.0f;
-  for (int k = 0; k < K; ++k) {
-    float bv = -1.0f;
-    int bi = E;
-    for (int e = lane; e < E; e += 32) {
-      const float v = p[e];
-      if (v > bv) {  // ascending e per lane: the first of equal values wins
-        bv = v;
-        bi = e;
-      }
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
-    // every lane holds the same (bv, bi); taken entries become -2 (probabilities are >= 0)
-    if (bi >= E) bi = 0;  // only with NaN logits
-    __syncwarp();
-    if (lane == 0) {
-      p[bi] = -2.0f;
-      p[E + k] = bv;
-      if (sidx) sidx[k] = bi;
-      if (idx) idx[k] = bi;
-    }
-    __syncwarp();
-    topsum = __fadd_rn(topsum, bv);  // the CPU's order: k = 0, 1, ...
-  }
-  if (w)
-    for (int k = lane; k < K; k += 32) w[k] = renorm ? __fdiv_rn(p[E + k], topsum) : p[E + k];
-}
 
 __global__ void __launch_bounds__(kRouteThreads)
     moe_route_kernel(const float* __restrict__ logits, int E, int K, bool renorm, int32_t* __restrict__ idx,
@@ -88,160 +27,6 @@ __global__ void __launch_bounds__(kRouteThreads)
   const int t = blockIdx.x;
   route_token(logits + static_cast<int64_t>(t) * E, E, K, renorm, p, nullptr, idx + t * K, w + t * K);
 }
-
-__device__ __forceinline__ float bf(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
-
-constexpr uint32_t kMagic = 0x4B000000u;
-constexpr float kMagicF = 8388608.0f;
-
-template <uint32_t kMask>
-__device__ __forceinline__ float magic_minus(uint32_t w) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(w), "n"(kMask), "r"(kMagic));
-  return __fsub_rn(__uint_as_float(r), kMagicF);
-}
-
-// one word of codes -> q * 2^(BITS*slot) exactly (x is prescaled by the inverse)
-template <int BITS>
-__device__ __forceinline__ void dequant_word(uint32_t w, float* d) {
-  if constexpr (BITS == 4) {
-    d[0] = magic_minus<0x0000000Fu>(w);
-    d[1] = magic_minus<0x000000F0u>(w);
-    d[2] = magic_minus<0x00000F00u>(w);
-    d[3] = magic_minus<0x0000F000u>(w);
-    d[4] = magic_minus<0x000F0000u>(w);
-    const uint32_t h = w >> 20;
-    d[5] = magic_minus<0x0000000Fu>(h);
-    d[6] = magic_minus<0x000000F0u>(h);
-    d[7] = magic_minus<0x00000F00u>(h);
-  } else {
-    d[0] = magic_minus<0x000000FFu>(w);
-    d[1] = magic_minus<0x0000FF00u>(w);
-    const uint32_t h = w >> 16;
-    d[2] = magic_minus<0x000000FFu>(h);
-    d[3] = magic_minus<0x0000FF00u>(h);
-  }
-}
-
-template <int BITS>
-__device__ __forceinline__ float slot_prescale(int s) {
-  if constexpr (BITS == 4) {
-    constexpr float k4[8] = {1.0f, 0.0625f, 0.00390625f, 0.000244140625f, 1.52587890625e-05f, 1.0f, 0.0625f,
-                             0.00390625f};
-    return k4[s];
-  } else {
-    return (s & 1) ? 0.00390625f : 1.0f;
-  }
-}
-
-template <int BITS>
-struct Geo {
-  static constexpr int E = 128 / BITS;  // columns of a 16-byte chunk
-  static constexpr int PW = 32 / BITS;  // columns of a word
-  static constexpr int S = E + 4;       // padded floats of a chunk in shared memory
-};
-
-// Shared x: chunks [0, nchunk) of src (contiguous floats), prescaled, padded; xsum[c] = sum of the
-// chunk's raw values in column order. Block-cooperative; the caller synchronises.
-// Threads [first, blockDim.x) take the chunks (each chunk's values do not depend on which thread).
-template <int BITS>
-__device__ __forceinline__ void fill_x(const float* __restrict__ src, int nchunk, float* xs, float* xsum,
-                                       int first = 0) {
-  using G = Geo<BITS>;
-  for (int c = static_cast<int>(threadIdx.x) - first; c < nchunk; c += static_cast<int>(blockDim.x) - first) {
-    if (c < 0) break;
-    const float* xr = src + static_cast<int64_t>(c) * G::E;
-    float s = 0.0f;
-#pragma unroll
-    for (int e = 0; e < G::E; e += 4) {
-      const float4 v = *reinterpret_cast<const float4*>(xr + e);
-      s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v.x), v.y), v.z), v.w);
-      float4 o;
-      o.x = __fmul_rn(v.x, slot_prescale<BITS>((e + 0) % G::PW));
-      o.y = __fmul_rn(v.y, slot_prescale<BITS>((e + 1) % G::PW));
-      o.z = __fmul_rn(v.z, slot_prescale<BITS>((e + 2) % G::PW));
-      o.w = __fmul_rn(v.w, slot_prescale<BITS>((e + 3) % G::PW));
-      *reinterpret_cast<float4*>(xs + c * G::S + e) = o;
-    }
-    xsum[c] = s;
-  }
-}
-
-struct QRow {
-  const uint4* codes;  // the row's chunks
-  const uint16_t* sc;  // the row's group scales / biases
-  const uint16_t* bi;
-  int xoff;            // first chunk of this row's x in shared memory
-};
-
-__device__ __forceinline__ QRow qrow(const DMat& M, int64_t row, int xoff) {
-  const int64_t nchunk = M.cols * M.bits / 128, ng = M.cols / 64;
-  return QRow{reinterpret_cast<const uint4*>(M.data) + row * nchunk, M.scales + row * ng, M.biases + row * ng, xoff};
-}
-
-// NR row-dots of nchunk chunks each over shared x; returns the butterfly-reduced sums (all lanes).
-// The first chunk set (j = lane) may be preloaded into wv by the caller (preloaded = true).
-template <int BITS, int NR>
-__device__ __forceinline__ void load_rows(const QRow (&r)[NR], int j, int nchunk, uint4 (&wv)[NR]) {
-  if (j < nchunk) {
-#pragma unroll
-    for (int i = 0; i < NR; ++i) wv[i] = __ldg(r[i].codes + j);
-  }
-}
-
-template <int BITS, int NR>
-__device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const float* xs, const float* xsum,
-                                         uint4 (&wv)[NR], float (&out)[NR]) {
-  using G = Geo<BITS>;
-  const int lane = threadIdx.x & 31;
-  float acc[NR];
-#pragma unroll
-  for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
-  for (int j = lane; j < nchunk; j += 32) {
-    const int g = j * G::E / 64;
-    float qx[NR];
-#pragma unroll
-    for (int i = 0; i < NR; ++i) qx[i] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-#pragma unroll
-      for (int i = 0; i < NR; ++i) {
-        const float4* xp = reinterpret_cast<const float4*>(xs + (r[i].xoff + j) * G::S + k * G::PW);
-        float xv[G::PW];
-#pragma unroll
-        for (int e = 0; e < G::PW; e += 4) {
-          const float4 v4 = xp[e / 4];
-          xv[e] = v4.x;
-          xv[e + 1] = v4.y;
-          xv[e + 2] = v4.z;
-          xv[e + 3] = v4.w;
-        }
-        const uint32_t word = k == 0 ? wv[i].x : (k == 1 ? wv[i].y : (k == 2 ? wv[i].z : wv[i].w));
-        float d[G::PW];
-        dequant_word<BITS>(word, d);
-#pragma unroll
-        for (int e = 0; e < G::PW; ++e) qx[i] = __fmaf_rn(d[e], xv[e], qx[i]);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < NR; ++i) {
-      const float s = bf(__ldg(r[i].sc + g)), b = bf(__ldg(r[i].bi + g));
-      acc[i] = __fmaf_rn(s, qx[i], __fmaf_rn(b, xsum[r[i].xoff + j], acc[i]));
-    }
-    if (j + 32 < nchunk) load_rows<BITS, NR>(r, j + 32, nchunk, wv);
-  }
-#pragma unroll
-  for (int i = 0; i < NR; ++i) {
-    float v = acc[i];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
-    out[i] = v;
-  }
-}
-
-constexpr int kWarps = 8;      // warps of a block
-constexpr int kUpRows = 2;     // rows a warp of moe_gate_up owns (gate and up of each: 4 row-dots)
-constexpr int kDownGroup = 8;  // expert rows of moe_down in flight per warp
 
 // The routing inputs of a moe_gate_up that routes its own token (ROUTE): the router logits [T, E],
 // and where block (0, 0) of each token writes the ids and weights moe_down reads.
@@ -390,15 +175,6 @@ __global__ void moe_combine_kernel(const float* y, const float* w, const float* 
   for (int k = 0; k < K; ++k) acc = __fmaf_rn(w[t * K + k], y[(static_cast<int64_t>(t) * K + k) * H + i], acc);
   const float s = sigmoid(sg[t]);
   out[static_cast<int64_t>(t) * H + i] = __fmaf_rn(s, shared[static_cast<int64_t>(t) * H + i], acc);
-}
-
-size_t smem_floats(int bits, int64_t cols) {
-  const int64_t E = 128 / bits, nchunk = cols / E;
-  return static_cast<size_t>(nchunk * (E + 4) + nchunk);
-}
-
-bool fits(const DMat& m, int bits, int64_t cols) {
-  return m.data && m.bits == bits && m.cols == cols && cols % 128 == 0;
 }
 
 }  // namespace

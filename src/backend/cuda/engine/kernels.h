@@ -154,4 +154,29 @@ void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,
                  int64_t K, int64_t H, float* out);
 
+// The MoE half of a decoder layer for ONE token in one launch (k_moe_block.cu; MERE_CUDA_MOE_BLOCK):
+// xn = rmsnorm(x) * norm_w; the router and shared-gate logits (RB = router.bits, 4 or 8); the routing;
+// SwiGLU of the K experts and the shared expert; down + combine; x += the result. Bitwise the same x
+// as rms_norm_prep + the router launch + moe_route_gate_up + moe_down, and the same logits, ids,
+// weights, h and hs in the scratch. Its blocks meet at grid-wide barriers: the grid must be resident
+// at once, so it comes from moe_block_grid (0: these shapes or this device do not take it).
+struct MoeBlockWeights {
+  const float* norm_w;        // [H] the post-attention norm
+  DMat router, shared_gate;   // [E, H], [1, H]
+  DMat gate, up, down;        // stacked experts: [E x Ie, H], [E x Ie, H], [E x H, Ie]
+  DMat sgate, sup, sdown;     // the shared expert: [Is, H], [Is, H], [H, Is]
+};
+struct MoeBlockScratch {
+  float* logits;   // [E]
+  float* sg;       // [1]
+  int32_t* idx;    // [K]
+  float* w;        // [K]
+  float* h;        // [K, Ie]
+  float* hs;       // [Is]
+  unsigned* bar;   // [2] zeroed once: the grid barrier (grid_sync.cuh)
+};
+int moe_block_grid(const MoeBlockWeights& m, int64_t E, int64_t K, int sms);
+void moe_block(cudaStream_t s, int grid, const MoeBlockWeights& m, float eps, int64_t E, int64_t K, bool renorm,
+               float* x, const MoeBlockScratch& ws);        // x: [H]
+
 }  // namespace mere::cuda::k
