@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Session 25's third device call, on binaries of the working tree (bin.tar.xz: mere.run; trace.tar.xz:
+# the trace build's mere.run, cmake -DMERE_CUDA_TRACE=ON; the tree travels without models/ and tests/):
+#  1. issue 7: the in-sequence kernel trace of the 27B verification passes of width 1 and 8 under the
+#     group-integer matvec (MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4), now with MERE_CUDA_TRACE_ROWS so
+#     the width-8 window holds width-8 passes (s24d's held the oracle's width-1 steps), beside
+#     verify-bench's graph rates;
+#  2. the 35B-A3B decode trace with MERE_CUDA_MOE_BLOCK=on (trace35): the one-launch MoE block's time
+#     in sequence against s24c's four launches (31 µs a layer). LIMIT 300.
+LIMIT_DEFAULT=300 . tools/cuda/call_prelude.sh
+export BT=build/trace-carry; mkdir -p $BT; tar xJf build/carry/trace.tar.xz -C $BT
+D27=/tmp/synth-27b
+$B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
+echo "synth $((SECONDS-t0))s"
+summary() {
+  python3 - "$@" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+print("%s: %d passes traced, %.1f us a pass in sequence" % (sys.argv[2], t["steps"], t["us_per_step"]))
+for k in t["kernels"][:16]:
+    print("  %-44s %6.2f a pass %8.1f us a pass %7.2f us each" % (k["name"][:44], k["launches_per_step"], k["us_per_step"], k["us_each"]))
+PY
+}
+for w in 1 8; do
+  left 40 && MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4 MERE_CUDA_GRAPH=0 MERE_CUDA_TRACE_OUT=$OUT/trace-v27-w$w.json \
+    MERE_CUDA_TRACE_ROWS=$w MERE_CUDA_TRACE_STEPS=8 timeout 60 $BT/mere.run model verify-bench --model $D27 --backend cuda \
+    --widths $w --prompt-tokens 128 --passes 8 --reps 3 --json >$OUT/vb-trace-w$w.json 2>$OUT/vb-trace-w$w.err ||
+    tail -3 $OUT/vb-trace-w$w.err
+  summary $OUT/trace-v27-w$w.json "width $w"
+  pack
+done
+left 40 && MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4 timeout 60 $B/mere.run model verify-bench --model $D27 --backend cuda \
+  --widths 1,8 --prompt-tokens 128 --passes 8 --reps 3 --json >$OUT/vb-graph.json 2>/dev/null && python3 -c "
+import json,sys;d=json.load(open(sys.argv[1]))
+w={x['width']:x for x in d['widths']}
+print('graph: w1 %.1f tok/s, w8 %.1f tok/s (x%.2f)'%(w[1]['tokens_per_s']['median'],w[8]['tokens_per_s']['median'],w[8]['speedup_vs_width1']))" $OUT/vb-graph.json
+rm -rf $D27; pack
+left 120 && MERE_CUDA_MOE_BLOCK=on timeout 150 bash tools/cuda/engine_run.sh trace35 2>&1
+echo "total $((SECONDS-t0))s"; pack
