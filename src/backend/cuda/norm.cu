@@ -3,34 +3,22 @@
 #include "backend/cuda/norm.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_norm.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace mere::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = k::kNormThreads;
 
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int n, float eps, float* __restrict__ y) {
   pdl_begin();
-  __shared__ float partial[kThreads / 32];
-  __shared__ float scale;
   const float* xr = x + static_cast<size_t>(blockIdx.x) * n;
   float* yr = y + static_cast<size_t>(blockIdx.x) * n;
   float ss = 0.0f;
   for (int i = threadIdx.x; i < n; i += kThreads) ss = __fmaf_rn(xr[i], xr[i], ss);
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kThreads / 32; ++i) total = __fadd_rn(total, partial[i]);
-    scale = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(total, static_cast<float>(n)), eps));
-  }
-  __syncthreads();
-  const float r = scale;
+  const float r = k::row_inv_rms(ss, n, eps);
   for (int i = threadIdx.x; i < n; i += kThreads) yr[i] = __fmul_rn(__fmul_rn(xr[i], r), w[i]);
 }
 

@@ -99,24 +99,7 @@ __global__ void __launch_bounds__(kNormThreads)
   const float4* wr = reinterpret_cast<const float4*>(w);
   const int n4 = n / 4;
   float4 v[kNormMaxV4];
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kNormMaxV4; ++k) {
-    const int i = threadIdx.x + k * kNormThreads;
-    if (i < n4) {
-      v[k] = xr[i];
-      if (ar) {
-        const float4 a = ar[i];
-        v[k].x = __fadd_rn(v[k].x, a.x), v[k].y = __fadd_rn(v[k].y, a.y);
-        v[k].z = __fadd_rn(v[k].z, a.z), v[k].w = __fadd_rn(v[k].w, a.w);
-      }
-      ss = __fmaf_rn(v[k].x, v[k].x, ss);
-      ss = __fmaf_rn(v[k].y, v[k].y, ss);
-      ss = __fmaf_rn(v[k].z, v[k].z, ss);
-      ss = __fmaf_rn(v[k].w, v[k].w, ss);
-    }
-  }
-  const float r = row_inv_rms(ss, n, eps);
+  const float r = row_inv_rms(load_units_sumsq(xr, ar, n4, v), n, eps);
   const int nb = static_cast<int>(gridDim.y), b = static_cast<int>(blockIdx.y);
   int u0 = 0, u1 = n4;  // float4 units this block writes
   if (nb > 1) {
@@ -129,12 +112,7 @@ __global__ void __launch_bounds__(kNormThreads)
     const int i = threadIdx.x + k * kNormThreads;
     if (i < n4 && i >= u0 && i < u1) {
       if (ar) xr[i] = v[k];
-      const float4 wv = wr[i];
-      float4 o;
-      o.x = __fmul_rn(__fmul_rn(v[k].x, r), wv.x);
-      o.y = __fmul_rn(__fmul_rn(v[k].y, r), wv.y);
-      o.z = __fmul_rn(__fmul_rn(v[k].z, r), wv.z);
-      o.w = __fmul_rn(__fmul_rn(v[k].w, r), wv.w);
+      const float4 o = norm_unit(v[k], r, wr[i]);
       yr[i] = o;
       if constexpr (XQ) {
         // units 2m (columns a = 8m..8m+3) and 2m + 1 (b = 8m+4..8m+7) sit in adjacent lanes (n % 128 == 0

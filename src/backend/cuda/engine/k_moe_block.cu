@@ -123,31 +123,11 @@ __global__ void __launch_bounds__(kThreads, 2) moe_block_kernel(const __grid_con
     const float4* w4 = reinterpret_cast<const float4*>(m.norm_w);
     const int n4 = H / 4;
     float4 v[kMaxUnits];
-    float ss = 0.0f;
+    const float r = row_inv_rms(load_units_sumsq(x4, nullptr, n4, v), H, a.eps);
 #pragma unroll
     for (int k = 0; k < kMaxUnits; ++k) {
       const int i = static_cast<int>(threadIdx.x) + k * kThreads;
-      if (i < n4) {
-        v[k] = x4[i];
-        ss = __fmaf_rn(v[k].x, v[k].x, ss);
-        ss = __fmaf_rn(v[k].y, v[k].y, ss);
-        ss = __fmaf_rn(v[k].z, v[k].z, ss);
-        ss = __fmaf_rn(v[k].w, v[k].w, ss);
-      }
-    }
-    const float r = row_inv_rms(ss, H, a.eps);
-#pragma unroll
-    for (int k = 0; k < kMaxUnits; ++k) {
-      const int i = static_cast<int>(threadIdx.x) + k * kThreads;
-      if (i < n4) {
-        const float4 wv = w4[i];
-        float4 o;
-        o.x = __fmul_rn(__fmul_rn(v[k].x, r), wv.x);
-        o.y = __fmul_rn(__fmul_rn(v[k].y, r), wv.y);
-        o.z = __fmul_rn(__fmul_rn(v[k].z, r), wv.z);
-        o.w = __fmul_rn(__fmul_rn(v[k].w, r), wv.w);
-        reinterpret_cast<float4*>(y)[i] = o;
-      }
+      if (i < n4) reinterpret_cast<float4*>(y)[i] = norm_unit(v[k], r, w4[i]);
     }
   }
   __syncthreads();
