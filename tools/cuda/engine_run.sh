@@ -13,7 +13,7 @@
 #            ratio depth 8192 / depth 0 (issue criterion: >= 0.9)
 #   pdl      greedy generations with MERE_CUDA_PDL=0 and =1 must match (bundled models, 27B geometry)
 #   ab27 / ab35  decode of env variants AB="A=1 B=2;A=0" (';' between them), alternating, twice each
-#            (ABTAG: a suffix of their JSON names)
+#            (ROUNDS=n: n times each; ABTAG: a suffix of their JSON names)
 #   fab27 / fab35  decode with fusion (default) vs MERE_CUDA_FUSE=0 at the 27B / 35B-A3B geometry
 #            (512-token prompt, 128 generated, 3 reps each, alternating order)
 #   ncupf27 / ncupf35  ncu per-kernel times of one 512-token prefill pass at the 27B / 35B-A3B geometry
@@ -158,7 +158,7 @@ PY
       geo=qwen3.5-27b; d=$D27; [ $stage = ab35 ] && geo=qwen3.5-35b-a3b && d=/tmp/synth-ab35
       [ -d $d ] || $B/mere.run model synth --geometry $geo --bits 4 --group-size 64 --out $d --quiet
       IFS=';' read -ra variants <<<"${AB:-MERE_CUDA_PDL=1;MERE_CUDA_PDL=0}"
-      for round in 1 2; do
+      for round in $(seq 1 ${ROUNDS:-2}); do
         for i in "${!variants[@]}"; do
           v=${variants[$i]}
           f="$OUT/$stage${ABTAG-}-v$i-r$round.json"
