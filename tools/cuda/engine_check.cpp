@@ -1,4 +1,5 @@
-// GPU-machine checks of the CUDA engine (no gtest there): `mere_engine_check [REPO_ROOT]`.
+// GPU-machine checks of the CUDA engine (no gtest there): `mere_engine_check [REPO_ROOT [ONLY]]`;
+// ONLY: run just the sections whose name contains it (e.g. "MoE block"), for short device calls.
 //  1. transformers goldens (tests/data/goldens/*): CUDA logits vs logits.npy, the foundation bound
 //     max|diff| <= 1e-3 * max|ref| and argmax agreement (>= 99.9%, all rows when fewer than 1000).
 //  2. bundled models vs the PyTorch MTP fixtures (tests/data/mtp/*): main logits, MTP priming
@@ -538,7 +539,9 @@ void fusion(const std::string& root, const std::string& name, const std::string&
 
 int main(int argc, char** argv) {
   const std::string root = argc > 1 ? argv[1] : ".";
-  auto guarded = [](const std::string& what, auto&& fn) {
+  const std::string only = argc > 2 ? argv[2] : "";
+  auto guarded = [&only](const std::string& what, auto&& fn) {
+    if (what.find(only) == std::string::npos) return;
     try {
       fn();
     } catch (const std::exception& e) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 25's second device call, on binaries of the working tree with MERE_CUDA_MOE_BLOCK
 # (build/carry/bin.tar.xz: mere.run, mere_engine_check; the tree with models/ and tests/):
-#  1. engine_check: its new pairs compare MERE_CUDA_MOE_BLOCK=on (a decode step's MoE half as one
+#  1. engine_check (only its "MoE block" sections unless EC_ONLY= is set empty): its new pairs compare MERE_CUDA_MOE_BLOCK=on (a decode step's MoE half as one
 #     launch with two grid barriers, k_moe_block.cu) with the default launches bitwise, on
 #     qwen35-moe-tiny and the 4-layer 35B-A3B-geometry checkpoint (decode, verification, MTP head);
 #  2. ab35 of MOE_BLOCK off / on. Prediction (written before any run, from the s24c trace: 31 µs a
@@ -10,7 +10,7 @@
 # A hang (a barrier that never opens) ends at the timeouts. LIMIT 185 (the session's device time ran low:
 # ab35 one round unless ROUNDS=2).
 LIMIT_DEFAULT=185 . tools/cuda/call_prelude.sh
-timeout -k 5 90 $B/mere_engine_check . >$OUT/ec.log 2>&1; ec=$?
+timeout -k 5 90 $B/mere_engine_check . "${EC_ONLY-MoE block}" >$OUT/ec.log 2>&1; ec=$?
 echo "ec rc=$ec $((SECONDS-t0))s"; grep -E "FAIL|checks|MoE block" $OUT/ec.log | head -20; pack
 export PROMPT=512 GEN=128 NCU= NOGRAPH= TAG=s25b
 [ $ec -eq 0 ] && left 60 && AB="MERE_CUDA_MOE_BLOCK=off;MERE_CUDA_MOE_BLOCK=on" KEEP35=1 ROUNDS=${ROUNDS:-1} \
