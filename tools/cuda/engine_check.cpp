@@ -429,8 +429,8 @@ std::string synth_q4(const Geometry& g, uint64_t seed, const char* name) {
 
 // The engine loaded with `var` unset (the default) against `var`=`value`: decode, verification and
 // MTP-head logits bitwise, greedy generations equal (switches that must not change a bit). `var` is
-// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_BLOCK, MERE_CUDA_STEP_NORM,
-// MERE_CUDA_MV_TUNE's table): two loads side by side.
+// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_BLOCK,
+// MERE_CUDA_STEP_NORM, MERE_CUDA_MV_TUNE's table): two loads side by side.
 // A derived checkpoint (not under models/) is also held to the CPU reference.
 void env_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
               const char* value, bool cpu_reference = true, const std::string& ids_from = "") {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Session 25's second device call, on binaries of the working tree with MERE_CUDA_MOE_BLOCK
 # (build/carry/bin.tar.xz: mere.run, mere_engine_check; the tree with models/ and tests/):
-#  1. engine_check (only its "MoE block" sections unless EC_ONLY= is set empty): its new pairs compare MERE_CUDA_MOE_BLOCK=on (a decode step's MoE half as one
-#     launch with two grid barriers, k_moe_block.cu) with the default launches bitwise, on
+#  1. engine_check (only its "MoE block" sections unless EC_ONLY= is set empty): its new pairs compare
+#     MERE_CUDA_MOE_BLOCK=on (a decode step's MoE half as one launch with two grid barriers,
+#     k_moe_block.cu) with the default launches bitwise, on
 #     qwen35-moe-tiny and the 4-layer 35B-A3B-geometry checkpoint (decode, verification, MTP head);
 #  2. ab35 of MOE_BLOCK off / on. Prediction (written before any run, from the s24c trace: 31 µs a
 #     MoE layer in four launches, ~14-18 µs as one): 35B-A3B decode +20-30% (0.5-0.7 ms of 2.5).

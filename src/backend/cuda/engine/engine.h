@@ -64,8 +64,9 @@ class CudaEngine final : public DeviceEngine {
   void alloc_scratch();
   // T = 1 pass, graph when allowed
   void step1(CudaSeqState& st, bool all, bool want_last, bool want_arg, bool row_arg = false);
-  // Trace builds with MERE_CUDA_TRACE_OUT: counts a decode or verification pass about to launch and
-  // starts / stops the kernel trace at the configured passes (kernel_trace.h); otherwise nothing.
+  // Trace builds with MERE_CUDA_TRACE_OUT: counts a decode or verification pass of `rows` rows about to
+  // launch (only those of MERE_CUDA_TRACE_ROWS rows, where set) and starts / stops the kernel trace at
+  // the configured passes (kernel_trace.h); otherwise nothing.
   void trace_pass(int64_t rows);
   static uint64_t pass_key(const CudaSeqState& st, int64_t T, bool trace, bool all, bool last, bool arg, bool mtp,
                            bool row_arg = false);
@@ -155,7 +156,7 @@ class CudaEngine final : public DeviceEngine {
   // separate: two launches (the default until a GPU run has checked and measured it). Read at load.
   bool step_norm_fused_ = false;
   // MERE_CUDA_ATTN_COMBINE: unset or v2: the decode attention's span merge as attn_combine_v2_kernel
-  // (the same bits; H100 s25a: 35B-A3B decode +1.5%, 27B +0.9%); v1: attn_combine_kernel. Read at load.
+  // (the same bits; H100 s25a: 35B-A3B decode +1.5%, 27B +0.7-1.0%); v1: attn_combine_kernel. Read at load.
   bool attn_combine_v2_ = true;
   // MERE_CUDA_MOE_BLOCK=on: a decode step's MoE half (norm, router, routing, experts, residual) as one
   // launch, k::moe_block (the same bits; session 25, opt-in until measured); its resident grid size,

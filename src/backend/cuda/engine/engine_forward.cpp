@@ -210,8 +210,8 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
 
 namespace {
 k::MoeBlockWeights moe_block_weights(const DLayer& L) {
-  return k::MoeBlockWeights{L.post_norm,      L.router,        L.shared_gate,   L.experts.gate, L.experts.up,
-                            L.experts.down,   L.shared.gate,   L.shared.up,     L.shared.down};
+  return k::MoeBlockWeights{L.post_norm,    L.router,      L.shared_gate, L.experts.gate, L.experts.up,
+                            L.experts.down, L.shared.gate, L.shared.up,   L.shared.down};
 }
 }  // namespace
 
@@ -398,7 +398,8 @@ void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, cons
 
 void CudaEngine::trace_pass(int64_t rows) {
 #if defined(MERE_CUDA_TRACE)
-  if (!trace_out_path().empty() && trace_counts_rows(rows)) {  // trace builds: in-sequence kernel times of some passes (kernel_trace.h)
+  // trace builds: in-sequence kernel times of some passes (kernel_trace.h)
+  if (!trace_out_path().empty() && trace_counts_rows(rows)) {
     MERE_CHECK(graph_mode_ == 0, "MERE_CUDA_TRACE_OUT",
                "the kernel trace needs MERE_CUDA_GRAPH=0 (a graph replay launches nothing)");
     trace_step(traced_steps_++);

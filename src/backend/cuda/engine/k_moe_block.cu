@@ -273,7 +273,8 @@ int moe_block_grid(const MoeBlockWeights& m, int64_t E, int64_t K, int sms) {
 void moe_block(cudaStream_t s, int grid, const MoeBlockWeights& m, float eps, int64_t E, int64_t K, bool renorm,
                float* x, const MoeBlockScratch& ws) {
   MERE_CHECK(grid >= 1 && ws.bar != nullptr, "cuda moe_block", "no resident grid for these shapes (moe_block_grid)");
-  const BlockArgs a{m, eps, static_cast<int>(E), static_cast<int>(K), renorm, static_cast<int>(route_offset(m, K)), ws, x};
+  const int route_off = static_cast<int>(route_offset(m, K));
+  const BlockArgs a{m, eps, static_cast<int>(E), static_cast<int>(K), renorm, route_off, ws, x};
   const int b8 = m.gate.bits == 8, r8 = m.router.bits == 8;
   static constexpr const char* kNames[2][2] = {{"moe_block_kernel<4,4>", "moe_block_kernel<4,8>"},
                                                {"moe_block_kernel<8,4>", "moe_block_kernel<8,8>"}};

@@ -159,7 +159,7 @@ void moe_combine(cudaStream_t s, const float* y, const float* w, const float* sh
 // SwiGLU of the K experts and the shared expert; down + combine; x += the result. Bitwise the same x
 // as rms_norm_prep + the router launch + moe_route_gate_up + moe_down, and the same logits, ids,
 // weights, h and hs in the scratch. Its blocks meet at grid-wide barriers: the grid must be resident
-// at once, so it comes from moe_block_grid (0: these shapes or this device do not take it).
+// at once, so it comes from moe_block_grid (0: these shapes or this device do not take it). x: [H]
 struct MoeBlockWeights {
   const float* norm_w;        // [H] the post-attention norm
   DMat router, shared_gate;   // [E, H], [1, H]
@@ -177,6 +177,6 @@ struct MoeBlockScratch {
 };
 int moe_block_grid(const MoeBlockWeights& m, int64_t E, int64_t K, int sms);
 void moe_block(cudaStream_t s, int grid, const MoeBlockWeights& m, float eps, int64_t E, int64_t K, bool renorm,
-               float* x, const MoeBlockScratch& ws);        // x: [H]
+               float* x, const MoeBlockScratch& ws);
 
 }  // namespace mere::cuda::k
