@@ -69,6 +69,10 @@ struct QWeightView {
   int bits = 4;                      // 4 or 8; group size is always 64
   bool tiled = false;                // 4-bit tiled layout (only the group-integer kernel and qgemm read it)
   size_t bytes() const { return static_cast<size_t>(rows * cols * bits / 8 + rows * (cols / 64) * 4); }
+  // Same shape and format: a launch over one runs the same kernels with the same timing as over the other.
+  bool same_shape(const QWeightView& o) const {
+    return rows == o.rows && cols == o.cols && bits == o.bits && tiled == o.tiled;
+  }
 };
 
 // Tiled 4-bit weights (qmatvec_tiled.cu): a permutation of the MLX bytes for the group-integer

@@ -138,9 +138,8 @@ void MatvecShapeTable::tune(CudaDevice& dev, const QMatvecOut* outs, int n, int 
   MERE_CHECK(sets >= 1, "matvec tuning", "launch set count out of range: ", sets);
   for (int k = 1; k < sets; ++k)
     for (int i = 0; i < n; ++i)
-      MERE_CHECK(outs[k * n + i].W.rows == outs[i].W.rows && outs[k * n + i].W.cols == outs[i].W.cols &&
-                     outs[k * n + i].W.bits == outs[i].W.bits && outs[k * n + i].W.tiled == outs[i].W.tiled,
-                 "matvec tuning", "launch set ", k, " differs in shape from set 0 (matrix ", i, ")");
+      MERE_CHECK(outs[k * n + i].W.same_shape(outs[i].W), "matvec tuning", "launch set ", k,
+                 " differs in shape from set 0 (matrix ", i, ")");
   if (find(outs, n, T) != nullptr || outs[0].W.bits != 4 || outs[0].W.tiled) return;
   int64_t total = 0;
   for (int i = 0; i < n; ++i) total += outs[i].W.rows;

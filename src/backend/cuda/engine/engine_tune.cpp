@@ -28,9 +28,7 @@ void CudaEngine::tune_matvecs() {
     auto same_shape = [](const std::vector<QMatvecOut>& a, const std::vector<QMatvecOut>& b) {
       if (a.size() != b.size()) return false;
       for (size_t i = 0; i < a.size(); ++i)
-        if (a[i].W.rows != b[i].W.rows || a[i].W.cols != b[i].W.cols || a[i].W.bits != b[i].W.bits ||
-            a[i].W.tiled != b[i].W.tiled)
-          return false;
+        if (!a[i].W.same_shape(b[i].W)) return false;
       return true;
     };
     // the first layer's launch, then the other layers' where they match it (a mixed-precision

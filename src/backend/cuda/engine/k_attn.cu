@@ -158,7 +158,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The same merge (MERE_CUDA_ATTN_COMBINE=v2; session 24, not yet run on a GPU): the s24c trace puts
+// The same merge (MERE_CUDA_ATTN_COMBINE=v2, the engine's default since session 25: H100 35B-A3B decode
+// +1.5%, 27B +0.7-1.0%; docs/cuda-kernels.md §5.9b). The s24c trace put
 // attn_combine at ~8 µs a launch in sequence, the slowest small kernel of a decode step: every thread
 // walks the SP spans three times (M, L, then its outputs), each step a dependent L2 read and an exp.
 // Here warp 0 reads the spans' (m, l) once (a lane a span), computes M (fmaxf: exact in any order) and
