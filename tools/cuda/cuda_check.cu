@@ -2,9 +2,10 @@
 // main, no gtest: the GPU machine has none). Checks every kernel against the CPU reference ops on
 // random inputs (real Qwen3.5 shapes and kernel-breaking sizes), outputs poisoned with NaN first,
 // plus bitwise batch-width invariance; then measures copy bandwidth and times the kernels.
-// Usage: mere_cuda_check [--quick] [--no-bench] [--ncu] [--json PATH] [--kernels LIST]; --kernels:
-// benchmark only those matvec kernels (int, gmma, tc, simt); --quick: small shapes, no
-// benchmarks (for compute-sanitizer); --ncu: only a few matvec launches to profile. Exit 1 on failure.
+// Usage: mere_cuda_check [--quick] [--no-bench] [--ncu] [--json PATH] [--kernels LIST] [--only PHASE];
+// --kernels: benchmark only those matvec kernels (int, gmma, tc, simt); --quick: small shapes, no
+// benchmarks (for compute-sanitizer); --ncu: only a few matvec launches to profile; --only: only the
+// phases whose name contains PHASE (rms_norm, gdn, attention, argmax, qmatvec, bench). Exit 1 on failure.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -584,6 +586,70 @@ void check_gdn(CudaDevice& dev) {
   check_gdn_step_norm(dev);
 }
 
+// ---------------------------------------------------------------- argmax
+// k::argmax, one block a row (v1) and the split form (several blocks a row, last-block merge), against
+// the rule on the host: the lowest index of the largest non-NaN value (-inf counts), 0 for an all-NaN
+// row. Rows that break a split: the maximum tied across blocks, NaN around it, all -inf, all NaN,
+// -inf among NaN, widths that leave a partial span, odd widths (rows 1.. unaligned). The split form
+// runs twice on the same workspace (its tickets must come back to zero).
+void check_argmax(CudaDevice& dev) {
+  auto host_argmax = [](const float* v, int64_t n) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isnan(v[i]) && (best < 0 || v[i] > v[best])) best = i;
+    return static_cast<int32_t>(best < 0 ? 0 : best);
+  };
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  int ci = 0;
+  for (int64_t V : {int64_t{248320}, int64_t{151936}, int64_t{1}, int64_t{3}, int64_t{4097}, int64_t{65537}})
+    for (int64_t rows : {int64_t{1}, int64_t{9}}) {
+      std::vector<float> v = random_vec(static_cast<size_t>(rows * V), 900 + ci, -30.0f, 30.0f);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = v.data() + r * V;
+        switch (r % 9) {
+          case 1:  // the maximum tied at far-apart positions (different blocks), the later ones first scanned
+            for (int64_t i : {V - 1, V / 2, V / 3 + 1, int64_t{7}}) row[std::min(i, V - 1)] = 100.0f;
+            break;
+          case 2:  // NaN everywhere but a few values
+            for (int64_t i = 0; i < V; ++i) row[i] = i % 1009 == 5 ? row[i] : nan;
+            break;
+          case 3: std::fill(row, row + V, -inf); break;
+          case 4: std::fill(row, row + V, nan); break;
+          case 5:  // -inf among NaN
+            for (int64_t i = 0; i < V; ++i) row[i] = i % 3 == 1 ? -inf : nan;
+            break;
+          case 6: row[V - 1] = 1e30f; break;  // the last element (a partial span's last)
+          case 7: row[0] = inf, row[V / 2] = inf; break;
+          case 8: std::fill(row, row + V, 0.0f); break;  // all equal: index 0
+          default: break;
+        }
+      }
+      std::vector<int32_t> want(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) want[r] = host_argmax(v.data() + r * V, V);
+      DeviceBuffer dv = to_device(dev, v, "logits");
+      DeviceBuffer out1 = dev.alloc(static_cast<size_t>(rows) * 4, "ids v1"), out2 = dev.alloc(static_cast<size_t>(rows) * 4, "ids split");
+      const int64_t wsf = k::argmax_split_floats(V, rows);
+      DeviceBuffer ws = dev.alloc(static_cast<size_t>(wsf) * 4, "argmax split workspace");
+      dev.fill_bytes(ws.get(), 0, static_cast<size_t>(wsf) * 4);
+      poison(dev, out1);
+      k::argmax(dev.stream(), dv.as<float>(), V, out1.as<int32_t>(), rows);
+      bool split_same = true;
+      for (int rep = 0; rep < 2; ++rep) {
+        poison(dev, out2);
+        k::argmax(dev.stream(), dv.as<float>(), V, out2.as<int32_t>(), rows, ws.as<float>());
+        split_same = split_same && from_device<int32_t>(dev, out2, static_cast<size_t>(rows)) == want;
+      }
+      const auto tickets = from_device<uint32_t>(dev, ws, static_cast<size_t>(wsf));
+      const bool reset = std::all_of(tickets.end() - rows, tickets.end(), [](uint32_t t) { return t == 0; });
+      const std::string tag = "argmax[V=" + std::to_string(V) + ",rows=" + std::to_string(rows) + "]";
+      record_bool(tag + " one block a row vs host", from_device<int32_t>(dev, out1, static_cast<size_t>(rows)) == want,
+                  "ids of every row");
+      record_bool(tag + " split vs host", split_same && reset,
+                  std::string(split_same ? "ids of every row, 2 launches" : "MISMATCH") + (reset ? "" : "; tickets not reset"));
+      ++ci;
+    }
+}
+
 // ---------------------------------------------------------------- attention
 void check_attention(CudaDevice& dev, bool quick) {
   struct Case { int64_t nh, nkv, len; KvType kv; };
@@ -1018,7 +1084,7 @@ void profile_launches(CudaDevice& dev) {
 int main(int argc, char** argv) {
   g_print_passes = false;  // this tool prints failures only (hundreds of checks)
   bool quick = false, bench = true, ncu = false;
-  std::string json;
+  std::string json, only;  // only: run just the phases whose name contains it
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true, bench = false;
@@ -1026,8 +1092,9 @@ int main(int argc, char** argv) {
     else if (a == "--ncu") ncu = true;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--kernels" && i + 1 < argc) g_kernels = argv[++i];
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--ncu] [--json PATH] [--kernels int,gmma,tc,simt]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--ncu] [--json PATH] [--kernels int,gmma,tc,simt] [--only PHASE]\n", argv[0]);
       return 2;
     }
   }
@@ -1045,6 +1112,7 @@ int main(int argc, char** argv) {
     g_report.device = dev.describe();
     std::printf("%s\n", g_report.device.c_str());
     auto phase = [&](const char* name, const std::function<void()>& f) {
+      if (std::string(name).find(only) == std::string::npos) return;
       const auto a = std::chrono::steady_clock::now();
       const int before = g_report.failures;
       f();
@@ -1057,6 +1125,7 @@ int main(int argc, char** argv) {
     phase("rms_norm", [&] { check_rms_norm(dev); });
     phase("gdn", [&] { check_gdn(dev); });
     phase("attention", [&] { check_attention(dev, quick); });
+    phase("argmax", [&] { check_argmax(dev); });
     phase("qmatvec", [&] { check_qmatvec(dev, quick); });
     if (bench) {
       phase("bandwidth", [&] { bench_bandwidth(dev); });

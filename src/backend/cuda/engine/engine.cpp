@@ -39,6 +39,7 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   moe_route_fused_ = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate"}) != 1;
   step_norm_fused_ = env_choice("MERE_CUDA_STEP_NORM", {"fused", "separate"}) == 0;
   attn_combine_v2_ = env_choice("MERE_CUDA_ATTN_COMBINE", {"v1", "v2"}) != 0;
+  argmax_split_ = env_choice("MERE_CUDA_ARGMAX", {"block", "split"}) == 1;
   embed_ = arena_.upload(w.embed, "embed_tokens");
   lm_head_ = arena_.upload(w.lm_head, "lm_head", true);
   final_norm_ = arena_.upload_vec(w.final_norm, "final norm");
@@ -139,6 +140,7 @@ void CudaEngine::alloc_scratch() {
     ridx_ = reinterpret_cast<int32_t*>(take(R * K));
     gdn_done_ = reinterpret_cast<unsigned*>(take(std::max<int64_t>(Hv, 1)));
     moe_bar_ = reinterpret_cast<unsigned*>(take(2));
+    argmax_ws_ = take(k::argmax_split_floats(V, R));
     if (pass == 0) {
       scratch_cap_ = scratch_used_;
       scratch_ = dev_.alloc(static_cast<size_t>(scratch_cap_) * 4, "forward-pass scratch");
@@ -146,6 +148,7 @@ void CudaEngine::alloc_scratch() {
   }
   dev_.fill_bytes(gdn_done_, 0, static_cast<size_t>(std::max<int64_t>(Hv, 1)) * 4);
   dev_.fill_bytes(moe_bar_, 0, 2 * sizeof(unsigned));
+  dev_.fill_bytes(argmax_ws_, 0, static_cast<size_t>(k::argmax_split_floats(V, R)) * 4);
 }
 
 std::string CudaEngine::describe() const {

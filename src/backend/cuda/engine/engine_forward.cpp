@@ -283,8 +283,8 @@ void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool
     if (all_logits) linear(lm_head_, h_, T, logits_);
     else if (last_logits || want_argmax) linear(lm_head_, h_ + (T - 1) * H, 1, logits_ + (T - 1) * V);
   }
-  if (want_argmax) k::argmax(s, logits_ + (T - 1) * V, V, st.argmax());
-  if (want_row_argmax) k::argmax(s, logits_, V, st.argmax(), T);
+  if (want_argmax) k::argmax(s, logits_ + (T - 1) * V, V, st.argmax(), 1, argmax_ws());
+  if (want_row_argmax) k::argmax(s, logits_, V, st.argmax(), T, argmax_ws());
 }
 
 namespace {

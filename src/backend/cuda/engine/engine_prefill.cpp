@@ -522,7 +522,7 @@ void CudaEngine::prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_
       linear(lm_head_, p.h + (Tc - 1) * H, 1, logits_);
       if (last) download(logits, logits_, static_cast<size_t>(V) * 4);
       if (argmax_out) {
-        k::argmax(s, logits_, V, st.argmax());
+        k::argmax(s, logits_, V, st.argmax(), 1, argmax_ws());
         download(argmax_out, st.argmax(), 4);
       }
     }
