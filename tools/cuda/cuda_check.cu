@@ -547,6 +547,106 @@ void check_gdn_step_norm(CudaDevice& dev) {
     }
 }
 
+// The one-launch GDN middle (k::gdn_mid: conv + prepare, the step, the gated norm + prepare, with two
+// grid barriers) against conv_gdn_prepare, gdn_decode and gated_rms_norm_prep: conv state, q, k, v, g,
+// beta, S, o, y and the whole prepared workspace bitwise, 4- and 8-bit, three launches in a row on the
+// same state (the barrier words must come back to zero), traced copies included.
+void check_gdn_mid(CudaDevice& dev) {
+  struct Case { int64_t Hk, Hv; };
+  const Case cases[] = {{16, 48}, {16, 32}, {16, 16}, {1, 3}};
+  int ci = 0;
+  for (const auto& c : cases)
+    for (int bits : {4, 8}) {
+      const int64_t D = 128, K = 4, kd = c.Hk * D, vd = c.Hv * D, C = 2 * kd + vd;
+      const int grid = k::gdn_mid_grid(c.Hk, D, c.Hv, D, K, bits, dev.sm_count());
+      const std::string tag = "gdn_mid[Hk=" + std::to_string(c.Hk) + ",Hv=" + std::to_string(c.Hv) + "," +
+                              std::to_string(bits) + "-bit]";
+      if (grid <= 0) {
+        record_bool(tag, false, "gdn_mid_grid gave no grid");
+        continue;
+      }
+      const uint64_t seed = 1000 + 20 * ci;
+      const auto S = random_vec(static_cast<size_t>(vd * D), seed, -0.5f, 0.5f);
+      const auto cst = random_vec(static_cast<size_t>((K - 1) * C), seed + 1);
+      const auto cw = random_vec(static_cast<size_t>(C * K), seed + 2, -0.7f, 0.7f);
+      const auto raw = random_vec(static_cast<size_t>(C), seed + 3, -2.0f, 2.0f);
+      const auto av = random_vec(static_cast<size_t>(c.Hv), seed + 4, -2.0f, 2.0f);
+      const auto bv = random_vec(static_cast<size_t>(c.Hv), seed + 5, -2.0f, 2.0f);
+      const auto na = random_vec(static_cast<size_t>(c.Hv), seed + 6, -1.5f, -0.1f);
+      const auto dt = random_vec(static_cast<size_t>(c.Hv), seed + 7, -1.0f, 1.0f);
+      const auto z = random_vec(static_cast<size_t>(vd), seed + 8, -3.0f, 3.0f);
+      const auto nw = random_vec(static_cast<size_t>(D), seed + 9, 0.5f, 1.5f);
+      const size_t wsf = static_cast<size_t>(qmatvec_workspace_floats(1, vd, bits));
+      DeviceBuffer dcw = to_device(dev, cw, "conv w"), draw = to_device(dev, raw, "raw"), da = to_device(dev, av, "a"),
+                   db = to_device(dev, bv, "b"), dna = to_device(dev, na, "neg_a"), ddt = to_device(dev, dt, "dt_bias"),
+                   dz = to_device(dev, z, "z"), dnw = to_device(dev, nw, "norm w");
+      struct Run {
+        DeviceBuffer S, cst, q, k, v, g, beta, o, y, ws, tr_raw, tr_q, tr_k, tr_v, tr_g, tr_beta;
+      };
+      auto make = [&](const char* what) {
+        Run r{to_device(dev, S, what), to_device(dev, cst, what),
+              dev.alloc(static_cast<size_t>(kd) * 4, what), dev.alloc(static_cast<size_t>(kd) * 4, what),
+              dev.alloc(static_cast<size_t>(vd) * 4, what), dev.alloc(static_cast<size_t>(c.Hv) * 4, what),
+              dev.alloc(static_cast<size_t>(c.Hv) * 4, what), dev.alloc(static_cast<size_t>(vd) * 4, what),
+              dev.alloc(static_cast<size_t>(vd) * 4, what), dev.alloc(wsf * 4, what),
+              dev.alloc(static_cast<size_t>(C) * 4, what), dev.alloc(static_cast<size_t>(kd) * 4, what),
+              dev.alloc(static_cast<size_t>(kd) * 4, what), dev.alloc(static_cast<size_t>(vd) * 4, what),
+              dev.alloc(static_cast<size_t>(c.Hv) * 4, what), dev.alloc(static_cast<size_t>(c.Hv) * 4, what)};
+        for (DeviceBuffer* b : {&r.q, &r.k, &r.v, &r.g, &r.beta, &r.o, &r.y, &r.tr_raw, &r.tr_q, &r.tr_k, &r.tr_v,
+                                &r.tr_g, &r.tr_beta})
+          poison(dev, *b);
+        dev.fill_bytes(r.ws.get(), 0, wsf * 4);  // unwritten padding must compare equal
+        return r;
+      };
+      auto trace = [](Run& r) {
+        return k::GdnTraceOut{r.tr_raw.as<float>(), r.tr_q.as<float>(), r.tr_k.as<float>(),
+                              r.tr_v.as<float>(), r.tr_g.as<float>(), r.tr_beta.as<float>()};
+      };
+      DeviceBuffer bar = dev.alloc(2 * sizeof(unsigned), "grid barrier");
+      dev.fill_bytes(bar.get(), 0, 2 * sizeof(unsigned));
+      Run three = make("three launches"), one = make("one launch");
+      for (int rep = 0; rep < 3; ++rep) {
+        k::conv_gdn_prepare(dev.stream(), three.cst.as<float>(), dcw.as<float>(), draw.as<float>(), 1, K, da.as<float>(),
+                            db.as<float>(), dna.as<float>(), ddt.as<float>(), c.Hk, D, c.Hv, D, three.q.as<float>(),
+                            three.k.as<float>(), three.v.as<float>(), three.g.as<float>(), three.beta.as<float>(),
+                            trace(three));
+        gdn_decode(dev, three.S.as<float>(), three.q.as<float>(), three.k.as<float>(), three.v.as<float>(),
+                   three.g.as<float>(), three.beta.as<float>(), 1, c.Hk, c.Hv, D, D, three.o.as<float>());
+        k::gated_rms_norm_prep(dev.stream(), three.o.as<float>(), dz.as<float>(), dnw.as<float>(), 1, c.Hv, D, 1e-6f,
+                               three.y.as<float>(), bits, three.ws.as<float>());
+        k::gdn_mid(dev.stream(), grid, k::GdnMidWeights{dcw.as<float>(), dna.as<float>(), ddt.as<float>(), dnw.as<float>()},
+                   k::GdnMidIo{one.cst.as<float>(), draw.as<float>(), da.as<float>(), db.as<float>(), one.q.as<float>(),
+                               one.k.as<float>(), one.v.as<float>(), one.g.as<float>(), one.beta.as<float>(),
+                               one.S.as<float>(), one.o.as<float>(), dz.as<float>(), one.y.as<float>(), trace(one)},
+                   K, c.Hk, c.Hv, 1e-6f, bits, one.ws.as<float>(), static_cast<unsigned*>(bar.get()));
+      }
+      bool same = true;
+      std::string first_diff;
+      const char* names[] = {"S", "conv state", "q", "k", "v", "g", "beta", "o", "y", "workspace",
+                             "trace raw", "trace q", "trace k", "trace v", "trace g", "trace beta"};
+      DeviceBuffer* A[] = {&three.S, &three.cst, &three.q, &three.k, &three.v, &three.g, &three.beta, &three.o,
+                           &three.y, &three.ws, &three.tr_raw, &three.tr_q, &three.tr_k, &three.tr_v, &three.tr_g,
+                           &three.tr_beta};
+      DeviceBuffer* B[] = {&one.S, &one.cst, &one.q, &one.k, &one.v, &one.g, &one.beta, &one.o,
+                           &one.y, &one.ws, &one.tr_raw, &one.tr_q, &one.tr_k, &one.tr_v, &one.tr_g,
+                           &one.tr_beta};
+      for (int i = 0; i < 16; ++i) {
+        const size_t n = A[i]->bytes() / 4;
+        if (from_device<uint32_t>(dev, *A[i], n) != from_device<uint32_t>(dev, *B[i], n)) {
+          same = false;
+          if (first_diff.empty()) first_diff = names[i];
+        }
+      }
+      const auto bw = from_device<uint32_t>(dev, bar, 1);
+      record_bool(tag + " vs conv_gdn_prepare + gdn_decode + gated_rms_norm_prep", same && bw[0] == 0,
+                  std::string(same ? "state, outputs, workspace, traced copies bitwise over 3 launches (grid " +
+                                         std::to_string(grid) + ")"
+                                   : "MISMATCH first in " + first_diff) +
+                      (bw[0] == 0 ? "" : "; barrier count not reset"));
+      ++ci;
+    }
+}
+
 void check_gdn(CudaDevice& dev) {
   struct Case { int64_t Hk, Hv, T; };
   const Case cases[] = {{16, 48, 1}, {16, 48, 4}, {16, 32, 1}, {16, 32, 9}, {2, 2, 3}, {1, 3, 2}};
@@ -584,6 +684,7 @@ void check_gdn(CudaDevice& dev) {
     ++ci;
   }
   check_gdn_step_norm(dev);
+  check_gdn_mid(dev);
 }
 
 // ---------------------------------------------------------------- argmax

@@ -574,9 +574,9 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ATTN_COMBINE", "v1");
   });
   // The routing inside the gate/up launch and the one-launch MoE block at the real expert count (256,
-  // top-8) and width, and the split argmax over the real vocabulary: a random 4-bit checkpoint of the
-  // 35B-A3B shapes cut to 4 layers
-  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, MoE block, argmax split", [&] {
+  // top-8) and width, the split argmax over the real vocabulary and the one-launch GDN middle at the
+  // real heads: a random 4-bit checkpoint of the 35B-A3B shapes cut to 4 layers
+  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, MoE block, argmax split, GDN block", [&] {
     Geometry g = geometry_preset("qwen3.5-35b-a3b");
     g.num_hidden_layers = 4;
     g.layer_types.clear();
@@ -585,14 +585,16 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_ROUTE", "separate", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_BLOCK", "on", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_ARGMAX", "split", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-moe-tiny");
     fs::remove_all(dir);
   });
   // The bundled models' linear-attention heads are 64 wide, so their GatedDeltaNet runs on the
   // generic step; the 128-wide decode kernels (gdn_decode, the step + gated norm launch) need a
   // real head geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny
   // model's fixture; no CPU comparison: random weights, the pairs are what is checked)
-  guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion and GDN step + gated norm", [&] {
+  guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion, GDN step + gated norm, GDN block", [&] {
     const std::string dir = synth_q4(geometry_preset("qwen3.5-0.8b"), 15, "mere-engine-check-0.8b-q4");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_ATTN_COMBINE", "v1", false, "qwen35-dense-tiny");

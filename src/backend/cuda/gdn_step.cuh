@@ -19,8 +19,18 @@ __device__ __forceinline__ float dot4(const float4& a, const float4& b) {
   return __fmaf_rn(a.w, b.w, __fmaf_rn(a.z, b.z, __fmaf_rn(a.y, b.y, __fmul_rn(a.x, b.x))));
 }
 
+// Loads of the step's inputs: through the read-only path (kL2 false: inputs written by an earlier
+// launch), or through the L2 (kL2 true: inputs written by other blocks of the same launch before a
+// grid barrier, engine/k_gdn_block.cu). The values are the same either way.
+template <bool kL2, class V>
+__device__ __forceinline__ V ld_in(const V* p) {
+  if constexpr (kL2) return __ldcg(p);
+  else return __ldg(p);
+}
+
 // One warp, row `row` = h * 128 + i of S ([Hv, Dv, Dk]) for T tokens in order, a float4 a lane:
 // S <- e^g S; m = S k; d = beta (v_i - m); S <- S + d k^T; o_i = S q. Lane 0 stores o[t, h, i].
+template <bool kL2 = false>
 __device__ __forceinline__ void row_step(float* __restrict__ S, const float* __restrict__ q,
                                          const float* __restrict__ k, const float* __restrict__ v,
                                          const float* __restrict__ g, const float* __restrict__ beta, int T, int Hk,
@@ -30,11 +40,11 @@ __device__ __forceinline__ void row_step(float* __restrict__ S, const float* __r
   float4* srow = reinterpret_cast<float4*>(S + static_cast<size_t>(row) * kD) + lane;
   float4 s = *srow;
   for (int t = 0; t < T; ++t) {
-    const float4 kk = __ldg(reinterpret_cast<const float4*>(k + (static_cast<size_t>(t) * Hk + kh) * kD) + lane);
-    const float4 qq = __ldg(reinterpret_cast<const float4*>(q + (static_cast<size_t>(t) * Hk + kh) * kD) + lane);
-    const float decay = expf(__ldg(g + t * Hv + h));
-    const float bt = __ldg(beta + t * Hv + h);
-    const float vi = __ldg(v + (static_cast<size_t>(t) * Hv + h) * kD + i);
+    const float4 kk = ld_in<kL2>(reinterpret_cast<const float4*>(k + (static_cast<size_t>(t) * Hk + kh) * kD) + lane);
+    const float4 qq = ld_in<kL2>(reinterpret_cast<const float4*>(q + (static_cast<size_t>(t) * Hk + kh) * kD) + lane);
+    const float decay = expf(ld_in<kL2>(g + t * Hv + h));
+    const float bt = ld_in<kL2>(beta + t * Hv + h);
+    const float vi = ld_in<kL2>(v + (static_cast<size_t>(t) * Hv + h) * kD + i);
     s.x = __fmul_rn(s.x, decay);
     s.y = __fmul_rn(s.y, decay);
     s.z = __fmul_rn(s.z, decay);

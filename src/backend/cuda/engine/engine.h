@@ -163,6 +163,11 @@ class CudaEngine final : public DeviceEngine {
   // 0 when off. Read at load; on, a MoE model whose shapes it does not take fails to load.
   int moe_block_grid_ = 0;
   void init_moe_block();  // reads MERE_CUDA_MOE_BLOCK and sizes the grid (after the uploads)
+  // MERE_CUDA_GDN_BLOCK=on: a decode step's GDN middle (conv + prepare, the step, the gated norm +
+  // out_proj's prepare) as one launch, k::gdn_mid (the same bits; session 26, opt-in until measured);
+  // its resident grid size, 0 when off. Read at load; on, a model whose heads it does not take fails to load.
+  int gdn_mid_grid_ = 0;
+  void init_gdn_mid();  // reads MERE_CUDA_GDN_BLOCK and sizes the grid (after the uploads)
   // MERE_CUDA_ARGMAX=split: the greedy id of a row of logits from several blocks a row and a last-block
   // merge (k::argmax with argmax_ws_; the same ids by construction; session 26, opt-in until measured);
   // unset or block: one block a row (s24c trace: 26-30 µs a step). Read at load.
@@ -179,6 +184,7 @@ class CudaEngine final : public DeviceEngine {
   int32_t* ridx_ = nullptr;
   unsigned* gdn_done_ = nullptr;  // [Hv] head counters of k::gdn_step_norm_prep (zero between launches)
   unsigned* moe_bar_ = nullptr;   // [2] k::moe_block's grid barrier (zeroed once)
+  unsigned* gdn_bar_ = nullptr;   // [2] k::gdn_mid's grid barrier (zeroed once)
   float* argmax_ws_ = nullptr;    // k::argmax's split-form partials and tickets (zeroed once)
   float* argmax_ws() const { return argmax_split_ ? argmax_ws_ : nullptr; }
 };

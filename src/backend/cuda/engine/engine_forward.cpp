@@ -116,13 +116,22 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
   cudaStream_t s = dev_.stream();
   linear_shared({{&g.qkv, raw_}, {&g.z, z_}, {&g.b, gb_}, {&g.a, ga_}}, xn, T, xn_prepared);
   const bool one_launch = fuse_ && k::conv_gdn_prepare_supported(Hk, Dk, Hv, Dv, K);
+  k::GdnTraceOut tr;
+  if (one_launch && trace_row0 >= 0) {
+    const CudaSeqState::TraceRows rows = st.trace(li);
+    tr = k::GdnTraceOut{rows.raw + trace_row0 * C, rows.q + trace_row0 * kd, rows.k + trace_row0 * kd,
+                        rows.v + trace_row0 * vd, rows.g + trace_row0 * Hv, rows.beta + trace_row0 * Hv};
+  }
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const int ob = Dv % 64 == 0 ? fuse_bits({&g.out}) : 0;
+  if (gdn_mid_grid_ > 0 && T == 1 && one_launch && ob) {  // MERE_CUDA_GDN_BLOCK=on: conv to prepare, one launch
+    k::gdn_mid(s, gdn_mid_grid_, k::GdnMidWeights{g.conv, g.neg_a, g.dt_bias, g.norm},
+               k::GdnMidIo{st.conv(li), raw_, ga_, gb_, gq_, gk_, gv_, gg_, gbeta_, st.S(li), core_, z_, gout_, tr}, K,
+               Hk, Hv, eps, ob, qws_, gdn_bar_);
+    accumulate_prepared(g.out, T, x);
+    return true;
+  }
   if (one_launch) {  // one launch, the same bits; a traced pass's copies are stored by it too
-    k::GdnTraceOut tr;
-    if (trace_row0 >= 0) {
-      const CudaSeqState::TraceRows rows = st.trace(li);
-      tr = k::GdnTraceOut{rows.raw + trace_row0 * C, rows.q + trace_row0 * kd, rows.k + trace_row0 * kd,
-                          rows.v + trace_row0 * vd, rows.g + trace_row0 * Hv, rows.beta + trace_row0 * Hv};
-    }
     k::conv_gdn_prepare(s, st.conv(li), g.conv, raw_, T, K, ga_, gb_, g.neg_a, g.dt_bias, Hk, Dk, Hv, Dv, gq_, gk_,
                         gv_, gg_, gbeta_, tr);
   } else {
@@ -142,8 +151,6 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
     cp(tr.g, gg_, Hv);
     cp(tr.beta, gbeta_, Hv);
   }
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  const int ob = Dv % 64 == 0 ? fuse_bits({&g.out}) : 0;
   if (ob && step_norm_fused_ && k::gdn_step_norm_supported(Hk, Dk, Hv, Dv)) {  // step + norm + prepare, one launch
     k::gdn_step_norm_prep(s, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_, z_, g.norm, eps, gout_,
                           ob, qws_, gdn_done_);
@@ -231,6 +238,26 @@ void CudaEngine::init_moe_block() {
   for (const DLayer& L : layers_) check(L);
   if (has_mtp_) check(mtp_layer_);
   moe_block_grid_ = grid;
+}
+
+void CudaEngine::init_gdn_mid() {
+  if (env_choice("MERE_CUDA_GDN_BLOCK", {"off", "on"}) != 1) return;
+  MERE_CHECK(fuse_, "MERE_CUDA_GDN_BLOCK=on", "the one-launch GDN middle needs the fused producers (MERE_CUDA_FUSE)");
+  const int64_t Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim, Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
+  int bits = 0;
+  for (const DLayer& L : layers_)
+    if (L.kind == LayerKind::Linear) {
+      const int b = fuse_bits({&L.gdn.out});
+      MERE_CHECK(b != 0 && (bits == 0 || b == bits), "MERE_CUDA_GDN_BLOCK=on",
+                 "the one-launch GDN middle needs every out_proj quantised at one bit width (4 or 8)");
+      bits = b;
+    }
+  if (bits == 0) return;  // no linear-attention layers
+  const int grid = k::gdn_mid_grid(Hk, Dk, Hv, Dv, cfg_.conv_kernel, bits, dev_.sm_count());
+  MERE_CHECK(grid > 0 && k::conv_gdn_prepare_supported(Hk, Dk, Hv, Dv, cfg_.conv_kernel), "MERE_CUDA_GDN_BLOCK=on",
+             "the one-launch GDN middle does not take this model's linear attention (", Hk, " key heads of ", Dk,
+             ", ", Hv, " value heads of ", Dv, ", conv width ", cfg_.conv_kernel, "; it needs heads of 128)");
+  gdn_mid_grid_ = grid;
 }
 
 // With fusion (MERE_CUDA_FUSE, default on with the SIMT matvec): each norm also prepares the next

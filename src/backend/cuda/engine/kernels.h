@@ -88,6 +88,30 @@ void conv_gdn_prepare(cudaStream_t s, float* state, const float* w, const float*
                       const float* a, const float* b, const float* neg_a, const float* dt_bias, int64_t Hk, int64_t Dk,
                       int64_t Hv, int64_t Dv, float* q, float* k, float* v, float* g, float* beta,
                       const GdnTraceOut& trace = {});
+// The middle of a GDN layer's decode step for ONE token in one launch (k_gdn_block.cu;
+// MERE_CUDA_GDN_BLOCK): conv_gdn_prepare, gdn_decode and gated_rms_norm_prep (out_proj's prepared
+// input into ws at `bits`), bitwise their q, k, v, g, beta, conv state, S, o, y and workspace. Its blocks
+// meet at grid-wide barriers, so the grid comes from gdn_mid_grid (0: these shapes do not take it:
+// Dk = Dv = 128, Hv a multiple of Hk, K <= 8, 4 or 8 bits).
+struct GdnMidWeights {
+  const float* conv_w;   // [C, K]
+  const float* neg_a;    // [Hv]
+  const float* dt_bias;  // [Hv]
+  const float* norm_w;   // [Dv] the gated norm's weight
+};
+struct GdnMidIo {
+  float* conv_state;                 // [K-1, C]
+  const float *raw, *a, *b;          // the projections: [C], [Hv], [Hv]
+  float *q, *k, *v, *g, *beta;       // [Hk, Dk], [Hk, Dk], [Hv, Dv], [Hv], [Hv]
+  float* S;                          // [Hv, Dv, Dk]
+  float* o;                          // [Hv, Dv] the step's output
+  const float* z;                    // [Hv, Dv]
+  float* y;                          // [Hv, Dv] the gated norm's output
+  GdnTraceOut tr;                    // a traced pass's copies (all null: none)
+};
+int gdn_mid_grid(int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, int64_t K, int bits, int sms);
+void gdn_mid(cudaStream_t s, int grid, const GdnMidWeights& m, const GdnMidIo& io, int64_t K, int64_t Hk, int64_t Hv,
+             float eps, int bits, float* ws, unsigned* bar);
 // Recurrent GDN step for any Dk, Dv <= 1024 (thread per state row, the CPU's order).
 void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,
                  const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);

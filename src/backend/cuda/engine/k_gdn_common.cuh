@@ -1,0 +1,85 @@
+// Device-side pieces of the GatedDeltaNet decode kernels (k_gdn.cu) shared with the one-launch GDN
+// middle (k_gdn_block.cu): the causal conv step of a channel, the 128-thread block sum and its one-warp
+// equivalent, the gated RMSNorm (+ prepare) of a head. Every kernel that uses them gets the same bits.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/engine/k_math.cuh"
+#include "backend/cuda/qmatvec_prep.cuh"
+
+namespace mere::cuda::k {
+namespace {
+
+constexpr int kMaxConvK = 8;
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+// One token of the causal conv of channel c (weights w[c*K .. c*K + K-1], history hist[0 .. K-2],
+// oldest first): SiLU of the dot product; then x joins the history. Shared by both conv kernels.
+__device__ __forceinline__ float conv_step(float (&hist)[kMaxConvK], const float* w, int c, int K, float x) {
+  float acc = 0.0f;
+  for (int j = 0; j < K - 1; ++j) acc = __fmaf_rn(w[c * K + j], hist[j], acc);
+  acc = __fmaf_rn(w[c * K + K - 1], x, acc);
+  for (int j = 0; j + 1 < K - 1; ++j) hist[j] = hist[j + 1];
+  if (K > 1) hist[K - 2] = x;
+  return silu(acc);
+}
+
+constexpr int kPrepThreads = 128;
+__device__ float block_sum(float v, float* partial) {  // fixed order: butterfly, then warps in order
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) total = __fadd_rn(total, partial[i]);
+  __syncthreads();
+  return total;
+}
+
+// A block_sum over kPrepThreads = 128 threads reproduced by one warp: lane l stands for the former
+// threads l, 32 + l, 64 + l, 96 + l (the former warps 0..3); p[w] is former thread 32 w + l's value.
+// The same four xor butterflies, then the four warp results added in warp order to 0.0f: bitwise
+// block_sum's result (every lane ends with it: the butterfly's sums are commutative).
+constexpr int kFormerWarps = kPrepThreads / 32;
+__device__ __forceinline__ float warp_block_sum(const float (&p)[kFormerWarps]) {
+  float v[kFormerWarps];
+#pragma unroll
+  for (int w = 0; w < kFormerWarps; ++w) v[w] = p[w];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+    for (int w = 0; w < kFormerWarps; ++w) v[w] = __fadd_rn(v[w], __shfl_xor_sync(0xffffffffu, v[w], off));
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kFormerWarps; ++w) total = __fadd_rn(total, v[w]);
+  return total;
+}
+
+// The gated RMSNorm of head h of token t (x, z, y: [T, Hv, Dv]), by the threads of one block: the
+// first kPrepThreads threads hold the values (a thread per column, stride kPrepThreads) and the
+// others add zeros to the block sum (exact), so a 256-thread block gives the 128-thread block's bits.
+// PREP = 4 or 8: then the block prepares the head's columns of y as qmatvec's input (into L).
+template <int PREP>
+__device__ __forceinline__ void gated_norm_head(const float* x, const float* z, const float* w, int Hv, int Dv,
+                                                float eps, float* y, const prep::Layout& L, int h, int t,
+                                                float* partial) {
+  const int64_t off = (static_cast<int64_t>(t) * Hv + h) * Dv;
+  const bool holder = threadIdx.x < kPrepThreads;
+  float ss = 0.0f;
+  if (holder)
+    for (int i = threadIdx.x; i < Dv; i += kPrepThreads) ss = __fmaf_rn(__ldcg(x + off + i), __ldcg(x + off + i), ss);
+  const float r = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(block_sum(ss, partial), static_cast<float>(Dv)), eps));
+  if (holder)
+    for (int i = threadIdx.x; i < Dv; i += kPrepThreads)
+      y[off + i] = __fmul_rn(__fmul_rn(w[i], __fmul_rn(__ldcg(x + off + i), r)), silu(z[off + i]));
+  if constexpr (PREP != 0) {
+    __syncthreads();  // the head's y was written by every thread of the block: read it back from L2
+    const float* yr = y + static_cast<int64_t>(t) * Hv * Dv;
+    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, t, h * Dv, (h + 1) * Dv, L);
+  }
+}
+
+}  // namespace
+}  // namespace mere::cuda::k
