@@ -567,16 +567,17 @@ int main(int argc, char** argv) {
   guarded("qwen35-moe-tiny MoE block in one launch", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_BLOCK", "on");
   });
-  guarded("qwen35-moe-tiny argmax split", [&] {
-    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ARGMAX", "split");
+  guarded("qwen35-moe-tiny argmax (split, the default, vs block)", [&] {
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ARGMAX", "block");
   });
   guarded("qwen35-moe-tiny attention merge v1", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ATTN_COMBINE", "v1");
   });
   // The routing inside the gate/up launch and the one-launch MoE block at the real expert count (256,
-  // top-8) and width, the split argmax over the real vocabulary and the one-launch GDN middle at the
-  // real heads: a random 4-bit checkpoint of the 35B-A3B shapes cut to 4 layers
-  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, MoE block, argmax split, GDN block", [&] {
+  // top-8) and width, the split argmax (the default) against the one-block form over the real
+  // vocabulary, and the one-launch GDN middle at the real heads: a random 4-bit checkpoint of the
+  // 35B-A3B shapes cut to 4 layers
+  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, MoE block, argmax block, GDN block", [&] {
     Geometry g = geometry_preset("qwen3.5-35b-a3b");
     g.num_hidden_layers = 4;
     g.layer_types.clear();
@@ -584,7 +585,7 @@ int main(int argc, char** argv) {
     const std::string dir = synth_q4(g, 24, "mere-engine-check-moe-q4");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_ROUTE", "separate", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_BLOCK", "on", false, "qwen35-moe-tiny");
-    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_ARGMAX", "split", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_ARGMAX", "block", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-moe-tiny");
     fs::remove_all(dir);
   });

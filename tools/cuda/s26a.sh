@@ -14,8 +14,8 @@
 #  3. receipts (5 reps) with the variant that beat "off" in both rounds and ran fastest, only among
 #     variants whose checks passed; trace35 with the MoE and GDN blocks on (where they passed);
 #  4. issue 7: 27B verification traces of width 1 and 8 (MERE_CUDA_TRACE_ROWS) under mma db4 and
-#     verify-bench's graph rates at widths 1, 4, 8, 9. LIMIT 300 (device time lost to refused starts); trace35 last.
-LIMIT_DEFAULT=300 . tools/cuda/call_prelude.sh
+#     verify-bench's graph rates at widths 1, 4, 8, 9. LIMIT 240 (device time lost to refused starts); trace35 last.
+LIMIT_DEFAULT=240 . tools/cuda/call_prelude.sh
 export BT=$B/trace
 timeout -k 5 90 $B/mere_cuda_check --only argmax --no-bench >$OUT/cc-argmax.log 2>&1; cca=$?
 timeout -k 5 90 $B/mere_cuda_check --only gdn --no-bench >$OUT/cc-gdn.log 2>&1; ccg=$?

@@ -159,19 +159,21 @@ class CudaEngine final : public DeviceEngine {
   // (the same bits; H100 s25a: 35B-A3B decode +1.5%, 27B +0.7-1.0%); v1: attn_combine_kernel. Read at load.
   bool attn_combine_v2_ = true;
   // MERE_CUDA_MOE_BLOCK=on: a decode step's MoE half (norm, router, routing, experts, residual) as one
-  // launch, k::moe_block (the same bits; session 25, opt-in until measured); its resident grid size,
-  // 0 when off. Read at load; on, a MoE model whose shapes it does not take fails to load.
+  // launch, k::moe_block (the same bits; measured slower in session 26, H100 35B-A3B decode -17%:
+  // opt-in); its resident grid size, 0 when off. Read at load; on, a MoE model whose shapes it does not
+  // take fails to load.
   int moe_block_grid_ = 0;
   void init_moe_block();  // reads MERE_CUDA_MOE_BLOCK and sizes the grid (after the uploads)
   // MERE_CUDA_GDN_BLOCK=on: a decode step's GDN middle (conv + prepare, the step, the gated norm +
-  // out_proj's prepare) as one launch, k::gdn_mid (the same bits; session 26, opt-in until measured);
-  // its resident grid size, 0 when off. Read at load; on, a model whose heads it does not take fails to load.
+  // out_proj's prepare) as one launch, k::gdn_mid (the same bits; measured slower in session 26, H100
+  // 35B-A3B decode -12%, 27B -11%: opt-in); its resident grid size, 0 when off. Read at load; on, a model
+  // whose heads it does not take fails to load.
   int gdn_mid_grid_ = 0;
   void init_gdn_mid();  // reads MERE_CUDA_GDN_BLOCK and sizes the grid (after the uploads)
-  // MERE_CUDA_ARGMAX=split: the greedy id of a row of logits from several blocks a row and a last-block
-  // merge (k::argmax with argmax_ws_; the same ids by construction; session 26, opt-in until measured);
-  // unset or block: one block a row (s24c trace: 26-30 µs a step). Read at load.
-  bool argmax_split_ = false;
+  // MERE_CUDA_ARGMAX: unset or split: the greedy id of a row of logits from several blocks a row and a
+  // last-block merge (k::argmax with argmax_ws_; the same ids by construction; H100 s26: 35B-A3B decode
+  // +0.35%); block: one block a row (26 µs a step in sequence). Read at load.
+  bool argmax_split_ = true;
   int64_t traced_steps_ = 0;  // decode / verification passes so far (trace builds: MERE_CUDA_TRACE_OUT)
 
   // scratch of one pass

@@ -269,11 +269,12 @@ __global__ void __launch_bounds__(kArgThreads) argmax_kernel(const float* __rest
 
 // Argmax v2 (MERE_CUDA_ARGMAX=split, the default): a row of ~250k logits is 1 MB, which one block of
 // v1 reads at ~35 GB/s (s24c trace: 26-30 µs a decode step, as long as a whole MoE layer). Here
-// kSplitBlocks-ish blocks a row each scan a contiguous span (float4 loads, kSplitIlp in flight a
+// ceil(V / kSplitSpan) blocks a row each scan a contiguous span (float4 loads, kSplitIlp in flight a
 // thread), reduce it with v1's rules, and store (value, index); the last block of the row to finish
 // (a ticket counter, reset by that block for the next launch) reduces the partials. The order of
 // the reduction does not matter: "larger value, then lower index, NaN never, -inf only when nothing
-// else was seen" is a total order on the candidates, so the id is v1's for every input.
+// else was seen" is a total order on the candidates, so the id is v1's for every input. Measured (H100,
+// s26): 20.9 µs a step in sequence against v1's 26.3, 35B-A3B decode +0.35%.
 constexpr int kSplitThreads = 256, kSplitIlp = 4;
 constexpr int kSplitSpan = kSplitThreads * kSplitIlp * 4;  // floats a block scans
 
