@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Ran in session 26 on an H100 (the H200 was not lent), with LIMIT 240: bench/cuda/s26/h100-a.
 # (engine_check's "tiny argmax" section left out for time; the 35B-A3B section pairs the split argmax.)
 # Session 26's first device call: session 25's s25b.sh and s25c.sh in one call (a full budget, one
 # cold start), plus this session's split argmax and one-launch GDN middle. Carried: build/carry/bin.tar.xz

@@ -3,6 +3,7 @@
 // MERE_CUDA_ATTN=gqa a block per KV head for all its query heads), sigmoid output gate. Mirrors
 // Qwen35Model::attention_block; the split is fixed (kSpans ranges of ceil(len/spans) positions).
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_block_reduce.cuh"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -13,17 +14,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kMaxHd = 512;
 constexpr int kDims = kMaxHd / kThreads;  // output dims a thread owns
-
-__device__ float block_sum(float v, float* partial) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float total = 0.0f;
-  for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) total = __fadd_rn(total, partial[i]);
-  __syncthreads();
-  return total;
-}
 
 __device__ float block_max(float v, float* partial) {
 #pragma unroll

@@ -4,7 +4,7 @@
 // 48 layers, 35B-A3B 30), each mostly a dependent chain of L2 round trips behind a kernel boundary. Here
 // the blocks, all resident at once, meet at two grid-wide barriers instead (grid_sync.cuh):
 //   before the PDL wait: each warp asks the L2 for the S rows of its step rows (state, written by
-//      no launch of this step before this one) and its conv weights;
+//      no launch of this step before this one);
 //   B  conv + SiLU + the q/k l2 norm + the gates, a warp a unit (a q head, a k head, a v head, the
 //      gates): conv_gdn_prepare_kernel's block b as one warp, its 128-thread block sum as
 //      warp_block_sum (bitwise the same q, k, v, g, beta and conv state)              -> barrier
@@ -15,6 +15,10 @@
 // Every value comes from the device functions of the three launches (k_gdn_common.cuh, gdn_step.cuh,
 // qmatvec_prep.cuh) in the same order, so decode steps through it and verification passes through the
 // separate launches agree bit for bit (the batch-width contract).
+// Measured (session 26, H100; docs/cuda-kernels.md §5.13): 24.1 µs a layer in sequence against the three
+// launches' 10.9, decode -11% (27B) / -12% (35B-A3B): at 2 blocks an SM the step runs 2-3 rows a warp
+// one after another and phase B 4 channels a lane, where the separate launches have a warp a row and a
+// thread a channel. Opt-in.
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"

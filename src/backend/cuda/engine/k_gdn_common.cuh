@@ -1,11 +1,12 @@
 // Device-side pieces of the GatedDeltaNet decode kernels (k_gdn.cu) shared with the one-launch GDN
-// middle (k_gdn_block.cu): the causal conv step of a channel, the 128-thread block sum and its one-warp
-// equivalent, the gated RMSNorm (+ prepare) of a head. Every kernel that uses them gets the same bits.
+// middle (k_gdn_block.cu): the causal conv step of a channel, the one-warp equivalent of a 128-thread
+// block_sum (k_block_reduce.cuh), the gated RMSNorm (+ prepare) of a head. Every kernel that uses them gets the same bits.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "backend/cuda/engine/k_block_reduce.cuh"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
 
@@ -26,17 +27,7 @@ __device__ __forceinline__ float conv_step(float (&hist)[kMaxConvK], const float
   return silu(acc);
 }
 
-constexpr int kPrepThreads = 128;
-__device__ float block_sum(float v, float* partial) {  // fixed order: butterfly, then warps in order
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float total = 0.0f;
-  for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) total = __fadd_rn(total, partial[i]);
-  __syncthreads();
-  return total;
-}
+constexpr int kPrepThreads = 128;  // the threads of conv_gdn_prepare's and the gated norm's blocks
 
 // A block_sum over kPrepThreads = 128 threads reproduced by one warp: lane l stands for the former
 // threads l, 32 + l, 64 + l, 96 + l (the former warps 0..3); p[w] is former thread 32 w + l's value.

@@ -15,6 +15,9 @@
 // (rms_norm_v4 + the router qmatvec + moe_route_gate_up + moe_down): bitwise the same x, ids and
 // weights, so decode steps through it and verification passes through the separate launches agree
 // bit for bit (the batch-width contract). Data written by other blocks is read through the L2.
+// Measured (session 26, H100; docs/cuda-kernels.md §5.12): 39.2 µs a layer in sequence against the four
+// launches' 32.0, 35B-A3B decode -17%: 16 warps an SM (128 registers) where the launches keep up to 64
+// resident, so each phase's dependent loads run as a few long chains a warp. Opt-in.
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"

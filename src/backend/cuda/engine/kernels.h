@@ -60,8 +60,9 @@ void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_di
 
 // Argmax of each row of logits [rows, V] into out[rows] (lowest index on ties; NaN never wins; 0 when
 // a row holds only NaN). split_ws null: one block a row (v1); else the split form (several blocks a
-// row and a last-block merge; the same ids; the engine's default, MERE_CUDA_ARGMAX): split_ws holds argmax_split_floats(V, rows) floats whose
-// last `rows` (the tickets) are zero before the first launch; every launch leaves them zero.
+// row and a last-block merge; the same ids; the engine's default, MERE_CUDA_ARGMAX): split_ws holds
+// argmax_split_floats(V, rows) floats whose last `rows` (the tickets) are zero before the first launch;
+// every launch leaves them zero.
 int64_t argmax_split_floats(int64_t V, int64_t rows);
 void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out, int64_t rows = 1, float* split_ws = nullptr);
 
