@@ -5,7 +5,8 @@
 // Usage: mere_cuda_check [--quick] [--no-bench] [--ncu] [--json PATH] [--kernels LIST] [--only PHASE];
 // --kernels: benchmark only those matvec kernels (int, gmma, tc, simt); --quick: small shapes, no
 // benchmarks (for compute-sanitizer); --ncu: only a few matvec launches to profile; --only: only the
-// phases whose name contains PHASE (rms_norm, gdn, attention, argmax, qmatvec, bench). Exit 1 on failure.
+// phases whose name contains PHASE (rms_norm, gdn, attention, argmax, qmatvec, bench, barrier). Exit 1 on
+// failure.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -26,6 +27,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
+#include "backend/cuda/engine/grid_sync.cuh"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/gdn.h"
 #include "backend/cuda/gemm.h"
@@ -1163,6 +1165,38 @@ void bench_others(CudaDevice& dev) {
   }
 }
 
+// What one grid-wide barrier (engine/grid_sync.cuh, the one k::moe_block and k::gdn_mid use) costs at
+// 1, 2, 4 and 8 resident blocks of 256 threads an SM: a launch of R barriers and nothing else, R = 1 and
+// 33; the difference over 32 is one barrier (session 26 measured the two kernels built on it slower than
+// the launches they replace; this separates the barrier from the phases' own latency).
+__global__ void barrier_bench_kernel(unsigned* bar, int rounds) {
+  for (int i = 0; i < rounds; ++i) k::grid_sync(bar, gridDim.x);
+}
+void bench_barrier(CudaDevice& dev) {
+  int per_sm = 0;
+  MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, barrier_bench_kernel, 256, 0));
+  DeviceBuffer bar = dev.alloc(2 * sizeof(unsigned), "grid barrier");
+  dev.fill_bytes(bar.get(), 0, 2 * sizeof(unsigned));
+  for (int bps : {1, 2, 4, 8}) {
+    if (bps > per_sm) continue;  // the grid must be resident at once
+    const unsigned grid = static_cast<unsigned>(bps * dev.sm_count());
+    Timing t[2];
+    int i = 0;
+    for (int rounds : {1, 33}) {
+      t[i++] = time_launches(dev, 3, 21, [&](int) {
+        barrier_bench_kernel<<<grid, 256, 0, dev.stream()>>>(static_cast<unsigned*>(bar.get()), rounds);
+        MERE_CUDA_CHECK(cudaGetLastError());
+      });
+    }
+    const double per = (t[1].median_us - t[0].median_us) / 32.0;
+    const std::string extra = ",\"blocks\":" + std::to_string(grid) + ",\"us_per_barrier\":" + jnum(per);
+    add_bench("grid barrier x33 [" + std::to_string(bps) + " x 256 threads an SM]", 0, 0, t[1], 0, extra);
+    std::printf("  -> %.3f us a barrier at %u blocks\n", per, grid);
+  }
+  const auto w = from_device<uint32_t>(dev, bar, 1);
+  record_bool("grid barrier count back at zero after the benchmark", w[0] == 0, "count " + std::to_string(w[0]));
+}
+
 // A few launches of the 4-bit matvec at [17408, 5120] for a profiler (--ncu): 3 each at T = 1, 4, 8, 9
 // (launches 0-2, 3-5, 6-8, 9-11 of the matvec kernel).
 void profile_launches(CudaDevice& dev) {
@@ -1232,6 +1266,7 @@ int main(int argc, char** argv) {
       phase("bandwidth", [&] { bench_bandwidth(dev); });
       phase("bench qmatvec", [&] { bench_qmatvec(dev); });
       phase("bench others", [&] { bench_others(dev); });
+      phase("bench barrier", [&] { bench_barrier(dev); });
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
