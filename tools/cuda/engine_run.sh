@@ -79,10 +79,13 @@ PY
   fi
   [ "$name" = 27b ] || rm -rf "$dir"
 }
-# every 27B stage shares one synthetic checkpoint, made on first use and removed at the end
+# every 27B stage shares one synthetic checkpoint, made on first use and removed at the end, unless
+# the caller made it first (session 26's s26a.sh lost its 27B receipt to this trap): then it stays
 D27=/tmp/synth-27b
+D27_OURS=0
+[ -d $D27 ] || D27_OURS=1
 synth27() { [ -d $D27 ] || $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet; }
-trap 'rm -rf $D27' EXIT
+trap '[ $D27_OURS = 1 ] && rm -rf $D27' EXIT
 for stage in "$@"; do
   case $stage in
     check) $B/mere_engine_check . 2>&1 | tee "$OUT/engine_check.log" ;;
