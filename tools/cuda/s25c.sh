@@ -13,21 +13,12 @@ export BT=build/trace-carry; mkdir -p $BT; tar xJf build/carry/trace.tar.xz -C $
 D27=/tmp/synth-27b
 $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
 echo "synth $((SECONDS-t0))s"
-summary() {
-  python3 - "$@" <<'PY'
-import json, sys
-t = json.load(open(sys.argv[1]))
-print("%s: %d passes traced, %.1f us a pass in sequence" % (sys.argv[2], t["steps"], t["us_per_step"]))
-for k in t["kernels"][:16]:
-    print("  %-44s %6.2f a pass %8.1f us a pass %7.2f us each" % (k["name"][:44], k["launches_per_step"], k["us_per_step"], k["us_each"]))
-PY
-}
 for w in 1 8; do
   left 40 && MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4 MERE_CUDA_GRAPH=0 MERE_CUDA_TRACE_OUT=$OUT/trace-v27-w$w.json \
     MERE_CUDA_TRACE_ROWS=$w MERE_CUDA_TRACE_STEPS=8 timeout 60 $BT/mere.run model verify-bench --model $D27 --backend cuda \
     --widths $w --prompt-tokens 128 --passes 8 --reps 3 --json >$OUT/vb-trace-w$w.json 2>$OUT/vb-trace-w$w.err ||
     tail -3 $OUT/vb-trace-w$w.err
-  summary $OUT/trace-v27-w$w.json "width $w"
+  trace_summary $OUT/trace-v27-w$w.json "width $w"
   pack
 done
 left 40 && MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4 timeout 60 $B/mere.run model verify-bench --model $D27 --backend cuda \

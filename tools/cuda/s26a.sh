@@ -69,15 +69,6 @@ pack
 T35=""; [ $MOE = 1 ] && T35="$V1"; [ $GDN = 1 ] && T35="$T35 MERE_CUDA_GDN_BLOCK=on"
 left 60 && env $T35 timeout 70 bash tools/cuda/engine_run.sh trace35 2>&1
 rm -rf /tmp/synth-ab35; pack
-summary() {
-  python3 - "$@" <<'PY'
-import json, sys
-t = json.load(open(sys.argv[1]))
-print("%s: %d passes traced, %.1f us a pass in sequence" % (sys.argv[2], t["steps"], t["us_per_step"]))
-for k in t["kernels"][:14]:
-    print("  %-44s %6.2f a pass %8.1f us a pass %7.2f us each" % (k["name"][:44], k["launches_per_step"], k["us_per_step"], k["us_each"]))
-PY
-}
 left 40 && MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4 timeout 60 $B/mere.run model verify-bench --model $D27 --backend cuda \
   --widths 1,4,8,9 --prompt-tokens 128 --passes 8 --reps 3 --json >$OUT/vb-graph.json 2>/dev/null && python3 -c "
 import json,sys;d=json.load(open(sys.argv[1]))
@@ -88,7 +79,7 @@ for w in 8 1; do
     MERE_CUDA_TRACE_ROWS=$w MERE_CUDA_TRACE_STEPS=8 timeout 50 $BT/mere.run model verify-bench --model $D27 --backend cuda \
     --widths $w --prompt-tokens 128 --passes 8 --reps 3 --json >$OUT/vb-trace-w$w.json 2>$OUT/vb-trace-w$w.err ||
     tail -3 $OUT/vb-trace-w$w.err
-  [ -f $OUT/trace-v27-w$w.json ] && summary $OUT/trace-v27-w$w.json "width $w"
+  [ -f $OUT/trace-v27-w$w.json ] && trace_summary $OUT/trace-v27-w$w.json "width $w"
   pack
 done
 rm -rf $D27

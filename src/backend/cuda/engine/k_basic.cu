@@ -219,12 +219,34 @@ constexpr int kArgThreads = 1024;
 __device__ __forceinline__ void arg_take(float x, int i, float& best, int& idx, int n) {
   if (x > best || (idx == n && x == best)) best = x, idx = i;
 }
+// Merges another candidate (ov, oi) into (best, idx): the larger value, then the lower index; oi = n
+// (nothing seen) never wins. A total order, so any merge order gives the same id.
+__device__ __forceinline__ void arg_merge(float ov, int oi, float& best, int& idx, int n) {
+  if (oi < n && (idx == n || ov > best || (ov == best && oi < idx))) best = ov, idx = oi;
+}
+// The block's (best, idx) into thread 0's registers (warp butterflies, then warp 0 over the warps);
+// THREADS = blockDim.x, at most 1024.
+template <int THREADS>
+__device__ __forceinline__ void arg_block_reduce(float& best, int& idx, int n) {
+  __shared__ float bv[THREADS / 32];
+  __shared__ int bi[THREADS / 32];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    arg_merge(__shfl_xor_sync(0xffffffffu, best, off), __shfl_xor_sync(0xffffffffu, idx, off), best, idx, n);
+  if ((threadIdx.x & 31) == 0) bv[threadIdx.x >> 5] = best, bi[threadIdx.x >> 5] = idx;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    best = -INFINITY, idx = n;
+    if (threadIdx.x < THREADS / 32) best = bv[threadIdx.x], idx = bi[threadIdx.x];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+      arg_merge(__shfl_xor_sync(0xffffffffu, best, off), __shfl_xor_sync(0xffffffffu, idx, off), best, idx, n);
+  }
+}
 __global__ void __launch_bounds__(kArgThreads) argmax_kernel(const float* __restrict__ v, int n, int32_t* out) {
   pdl_begin();
   v += static_cast<int64_t>(blockIdx.x) * n;  // row blockIdx.x of [rows, n]
   out += blockIdx.x;
-  __shared__ float bv[kArgThreads / 32];
-  __shared__ int bi[kArgThreads / 32];
   float best = -INFINITY;
   int idx = n;  // n: nothing seen (all NaN / -inf)
   const bool vec = (reinterpret_cast<uintptr_t>(v) & 15u) == 0;
@@ -248,22 +270,8 @@ __global__ void __launch_bounds__(kArgThreads) argmax_kernel(const float* __rest
     }
   }
   for (int i = 4 * n4 + threadIdx.x; i < n; i += kArgThreads) arg_take(v[i], i, best, idx, n);
-  // warp then block: larger value, then lower index
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best, off);
-    const int oi = __shfl_xor_sync(0xffffffffu, idx, off);
-    if (oi < n && (idx == n || ov > best || (ov == best && oi < idx))) best = ov, idx = oi;
-  }
-  if ((threadIdx.x & 31) == 0) bv[threadIdx.x >> 5] = best, bi[threadIdx.x >> 5] = idx;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float b = bv[0];
-    int j = bi[0];
-    for (int w = 1; w < kArgThreads / 32; ++w)
-      if (bi[w] < n && (j == n || bv[w] > b || (bv[w] == b && bi[w] < j))) b = bv[w], j = bi[w];
-    *out = j < n ? j : 0;
-  }
+  arg_block_reduce<kArgThreads>(best, idx, n);
+  if (threadIdx.x == 0) *out = idx < n ? idx : 0;
 }
 
 
@@ -277,28 +285,6 @@ __global__ void __launch_bounds__(kArgThreads) argmax_kernel(const float* __rest
 // s26): 20.9 µs a step in sequence against v1's 26.3, 35B-A3B decode +0.35%.
 constexpr int kSplitThreads = 256, kSplitIlp = 4;
 constexpr int kSplitSpan = kSplitThreads * kSplitIlp * 4;  // floats a block scans
-
-__device__ __forceinline__ void arg_merge(float ov, int oi, float& best, int& idx, int n) {
-  if (oi < n && (idx == n || ov > best || (ov == best && oi < idx))) best = ov, idx = oi;
-}
-
-// The block's (best, idx) into thread 0's registers (warp butterflies, then warp 0 over the warps).
-__device__ __forceinline__ void arg_block_reduce(float& best, int& idx, int n) {
-  __shared__ float bv[kSplitThreads / 32];
-  __shared__ int bi[kSplitThreads / 32];
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1)
-    arg_merge(__shfl_xor_sync(0xffffffffu, best, off), __shfl_xor_sync(0xffffffffu, idx, off), best, idx, n);
-  if ((threadIdx.x & 31) == 0) bv[threadIdx.x >> 5] = best, bi[threadIdx.x >> 5] = idx;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    best = -INFINITY, idx = n;
-    if (threadIdx.x < kSplitThreads / 32) best = bv[threadIdx.x], idx = bi[threadIdx.x];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      arg_merge(__shfl_xor_sync(0xffffffffu, best, off), __shfl_xor_sync(0xffffffffu, idx, off), best, idx, n);
-  }
-}
 
 // grid (nb, rows): block b of row r scans floats [b * kSplitSpan, (b + 1) * kSplitSpan) of row r.
 // part: [rows, nb] (value, index as float bits); ticket: [rows], zero between launches.
@@ -327,7 +313,7 @@ __global__ void __launch_bounds__(kSplitThreads) argmax_split_kernel(const float
   } else {  // the row's last, partial span, or an unaligned row
     for (int i = b0 + static_cast<int>(threadIdx.x); i < b1; i += kSplitThreads) arg_take(__ldg(v + i), i, best, idx, n);
   }
-  arg_block_reduce(best, idx, n);
+  arg_block_reduce<kSplitThreads>(best, idx, n);
   __shared__ bool last;
   if (threadIdx.x == 0) {
     __stcg(part + static_cast<int64_t>(row) * nb + blockIdx.x, make_float2(best, __int_as_float(idx)));
@@ -427,7 +413,11 @@ void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_di
     launch("gemv_f_kernel<f32>", &gemv_f_kernel<false>, grid, kGemvWarps * 32, 0, s, W.data, rows, cols, x, xd, sel, y);
 }
 
-int64_t argmax_split_floats(int64_t V, int64_t rows) { return rows * 2 * ((V + kSplitSpan - 1) / kSplitSpan) + rows; }
+namespace {
+int64_t split_blocks(int64_t V) { return (V + kSplitSpan - 1) / kSplitSpan; }  // blocks a row of the split form
+}  // namespace
+
+int64_t argmax_split_floats(int64_t V, int64_t rows) { return rows * 2 * split_blocks(V) + rows; }
 
 void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out, int64_t rows, float* split_ws) {
   MERE_CHECK(V >= 1 && V <= INT32_MAX / 2 && rows >= 1 && rows <= 65535, "cuda argmax", "rows ", rows, " of ", V,
@@ -437,7 +427,7 @@ void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out, int64_
            static_cast<int>(V), out);
     return;
   }
-  const int64_t nb = (V + kSplitSpan - 1) / kSplitSpan;
+  const int64_t nb = split_blocks(V);
   auto* part = reinterpret_cast<float2*>(split_ws);
   auto* ticket = reinterpret_cast<unsigned*>(split_ws + rows * 2 * nb);
   launch("argmax_split_kernel", argmax_split_kernel, dim3(static_cast<unsigned>(nb), static_cast<unsigned>(rows)),
