@@ -236,13 +236,16 @@ PY
     ncusrc)  # ncu of one launch of the kernels matching NCU_K (default the group-integer matvec) under
       # MERE_CUDA_QMATVEC=${NCU_MV:-mma}: the speed-of-light, warp-state and memory sections plus the
       # per-instruction SASS stall samples (source page, csv)
-      k=${NCU_K:-qmatvec_gmma}
-      MERE_CUDA_QMATVEC=${NCU_MV:-mma} timeout 200 ncu --clock-control none -k regex:$k -s 1 -c 1 --section SpeedOfLight \
+      # (NCU_S: launches skipped, default 1: cuda_check --ncu's launches 0-2 are T = 1, 3-5 T = 4, 6-8
+      # T = 8, 9-11 T = 9; NCU_TAG: a suffix of the file names)
+      k=${NCU_K:-qmatvec_gmma} f="$OUT/ncu-${NCU_K:-qmatvec_gmma}${NCU_TAG-}"
+      MERE_CUDA_QMATVEC=${NCU_MV:-mma} timeout 200 ncu --clock-control none -k regex:$k -s ${NCU_S:-1} -c 1 --section SpeedOfLight \
         --section WarpStateStats --section SchedulerStats --section Occupancy --section MemoryWorkloadAnalysis \
-        --section LaunchStats $B/mere_cuda_check --ncu >"$OUT/ncu-$k.txt" 2>&1
-      MERE_CUDA_QMATVEC=${NCU_MV:-mma} timeout 200 ncu --clock-control none -k regex:$k -s 1 -c 1 --section WarpStateStats \
-        --section SourceCounters --page source --print-source sass --csv $B/mere_cuda_check --ncu >"$OUT/ncu-$k-src.csv" 2>&1
-      grep -E "Duration|DRAM Throughput|Issued Warp|No Eligible|Warp Cycles Per Issued|Achieved Active|Registers Per" "$OUT/ncu-$k.txt" ;;
+        --section MemoryWorkloadAnalysis_Tables --section InstructionStats --section LaunchStats \
+        $B/mere_cuda_check --ncu >"$f.txt" 2>&1
+      MERE_CUDA_QMATVEC=${NCU_MV:-mma} timeout 200 ncu --clock-control none -k regex:$k -s ${NCU_S:-1} -c 1 --section WarpStateStats \
+        --section SourceCounters --page source --print-source sass --csv $B/mere_cuda_check --ncu >"$f-src.csv" 2>&1
+      grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Executed Ipc|Issued Warp|No Eligible|Warp Cycles Per Issued|Achieved Active|Registers Per|Stall" "$f.txt" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
