@@ -33,6 +33,8 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/qmatvec.h"
+#include "backend/cuda/qmatvec_int.h"
+#include "backend/cuda/qmatvec_prep.cuh"
 #include "core/dtype.h"
 #include "model/matrix.h"
 #include "ops/ops.h"
@@ -214,6 +216,60 @@ std::vector<float> matvec_x(int64_t T, int64_t cols, uint64_t seed, bool wide) {
   return x;
 }
 
+// The group-integer contract (qmatvec.h "4-bit, group integer") computed on the host from the
+// digits and {2^-e, sum} that qmatvec_prepare left in ws for T rows: y [T, rows] exactly as the
+// kernel must give it (exact integer digit sums a group, one fp32 fma chain a K-split in group
+// order, the splits added in order), so every reshaping of the kernel is held to the same bits.
+std::vector<float> gm_contract_host(CudaDevice& dev, const HostQ& q, const DeviceBuffer& ws, int64_t T) {
+  const int64_t rows = q.rows, cols = q.cols, ng = cols / 64;
+  const prep::Layout L = prep::layout(ws.as<float>(), T, cols, 4);
+  std::vector<int8_t> dg(static_cast<size_t>(ng * 3 * T * 64));  // [group][digit][T][quarter] 16 bytes
+  std::vector<float> sx(static_cast<size_t>(ng * T * 2));         // [group][T] {2^-e, sum}
+  MERE_CUDA_CHECK(cudaMemcpy(dg.data(), L.gdg, dg.size(), cudaMemcpyDeviceToHost));
+  MERE_CUDA_CHECK(cudaMemcpy(sx.data(), L.gsx2, sx.size() * 4, cudaMemcpyDeviceToHost));
+  std::vector<int32_t> X(static_cast<size_t>(T * cols), 0);  // the exact integers x * 2^e
+  for (int64_t G = 0; G < ng; ++G)
+    for (int d = 0; d < 3; ++d)
+      for (int64_t t = 0; t < T; ++t)
+        for (int qq = 0; qq < 4; ++qq)
+          for (int i = 0; i < 16; ++i) {  // qmatvec_prep.cuh gm_emit's byte order
+            const int col = i & 7, word = 2 * (i >> 3) + (col & 1), byte = col >> 1;
+            const int v = dg[static_cast<size_t>((((G * 3 + d) * T + t) * 4 + qq) * 16 + word * 4 + byte)];
+            X[static_cast<size_t>(t * cols + G * 64 + qq * 16 + i)] += v * (1 << (8 * d));
+          }
+  const int S = mere::cuda::detail::q4gm_splits(rows, cols, dev.sm_count());
+  std::vector<float> y(static_cast<size_t>(T * rows));
+  const int nt = static_cast<int>(std::max(1u, std::min(32u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> th;
+  for (int w = 0; w < nt; ++w)
+    th.emplace_back([&, w] {
+      for (int64_t r = w; r < rows; r += nt)
+        for (int64_t t = 0; t < T; ++t) {
+          float out = 0.0f;
+          for (int s = 0; s < S; ++s) {
+            float acc = 0.0f;
+            for (int64_t G = ng * s / S; G < ng * (s + 1) / S; ++G) {
+              int64_t V = 0;
+              for (int c = 0; c < 64; ++c) {
+                const int64_t col = G * 64 + c;
+                const uint32_t code = (q.codes[static_cast<size_t>(r * cols / 8 + col / 8)] >> (4 * (col % 8))) & 15u;
+                V += static_cast<int64_t>(code) * X[static_cast<size_t>(t * cols + col)];
+              }
+              const float* gs = &sx[static_cast<size_t>((G * T + t) * 2)];
+              const float sc = bf16_to_f32(q.scales[static_cast<size_t>(r * ng + G)]);
+              const float bi = bf16_to_f32(q.biases[static_cast<size_t>(r * ng + G)]);
+              const float qx = static_cast<float>(static_cast<int32_t>(V)) * gs[0];
+              acc = std::fma(sc, qx, std::fma(bi, gs[1], acc));
+            }
+            out = s == 0 ? acc : out + acc;
+          }
+          y[static_cast<size_t>(t * rows + r)] = out;
+        }
+    });
+  for (auto& x : th) x.join();
+  return y;
+}
+
 void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, const std::vector<int>& ref_Ts,
                          uint64_t seed, bool wide = false) {
   const HostQ hq = random_q(rows, cols, bits, seed);
@@ -304,6 +360,24 @@ void check_qmatvec_shape(CudaDevice& dev, int64_t rows, int64_t cols, int bits, 
   family_bitwise("integer", kIntConfigs, std::size(kIntConfigs));
   family_bitwise("tensor cores", kTcConfigs, std::size(kTcConfigs));
   family_bitwise("group mma", kGmConfigs, std::size(kGmConfigs));
+  // the group-integer kernel (the ring default and the two batches) against its contract on the host
+  if (rows <= 17408) {
+    int64_t badc = 0;
+    std::string firstc;
+    for (int64_t T : {int64_t{1}, int64_t{8}, TM})
+      for (const QMatvecConfig& c : {kGmConfigs[0], kGmConfigs[6]}) {
+        const std::vector<float> got = run(T, dx.as<float>(), c);  // leaves T rows prepared in ws
+        const std::vector<float> want = gm_contract_host(dev, hq, ws, T);
+        for (size_t i = 0; i < got.size(); ++i)
+          if (std::memcmp(&got[i], &want[i], 4) != 0 && !(std::isnan(got[i]) && std::isnan(want[i]))) {
+            if (badc++ == 0)
+              firstc = cfg_name(c) + " T=" + std::to_string(T) + " t=" + std::to_string(static_cast<int64_t>(i) / rows) + " r=" +
+                       std::to_string(static_cast<int64_t>(i) % rows) + ": " + std::to_string(got[i]) + " vs " + std::to_string(want[i]);
+          }
+      }
+    record_bool(std::string(tag) + " group mma T=1,8,9 (ring, batches) vs the contract on the host, bitwise", badc == 0,
+                badc == 0 ? "all equal" : std::to_string(badc) + " mismatches, first " + firstc);
+  }
   for (int64_t t = 0; t < TM; ++t) y1s[t] = run(1, dx.as<float>() + t * cols, simt_config(1));
   bad = 0;
   for (int64_t T = 2; T <= TM; ++T) bad += mismatches(run(T, dx.as<float>(), simt_config(T)), T, y1s, nullptr);

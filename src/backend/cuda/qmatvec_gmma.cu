@@ -126,15 +126,18 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
   for (int i = 1; i < kMaxMultiMatrices; ++i)
     if (i < args.n && unit0 >= args.m[i - 1].unit_end) M = args.m[i], ubegin = args.m[i - 1].unit_end;
-  const int S = M.splits;  // block-uniform, a power of two <= 8
-  const int lw = __ffs(GW / S) - 1;  // log2 of the groups a split has in a window
+  // S is a power of two, so every division by it is a shift (the same integers: all operands are
+  // non-negative); ptxas turns a division by a runtime value into ~20 instructions (v14)
+  const int S = M.splits;            // block-uniform, a power of two <= 8
+  const int lS = __ffs(S) - 1;       // log2 S
+  const int lw = __ffs(GW >> lS) - 1;  // log2 of the groups a split has in a window
   const int unit = unit0 - ubegin + wib;
-  const int tile = unit / S, split = unit - tile * S;
+  const int tile = unit >> lS, split = unit & (S - 1);
   const int ng = cols >> 6;
-  const int nmax = (ng + S - 1) / S;  // the largest split: the block's loop count (barriers)
+  const int nmax = (ng + S - 1) >> lS;  // the largest split: the block's loop count (barriers)
   const bool active = tile < (M.rows + 15) >> 4;
-  const int gb = ng * split / S;
-  const int n = active ? ng * (split + 1) / S - gb : 0;  // groups of this unit
+  const int gb = (ng * split) >> lS;
+  const int n = active ? ((ng * (split + 1)) >> lS) - gb : 0;  // groups of this unit
   const int g = lane >> 2, t = lane & 3;
   const int ra = tile * 16 + g, rb = ra + 8;
   const bool va = active && ra < M.rows, vb = active && rb < M.rows;
@@ -163,20 +166,23 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   for (int p = 0; p < P; ++p) fetch(p, p);
   pdl_begin();
 
-  // window w of every split of the block into buffer w & 1 (cp.async; one commit group)
+  // window w of every split of the block into buffer w & 1 (cp.async; one commit group): split s's
+  // m groups of the window (fewer where the split ends inside it, none past its end) go to slots
+  // [s W, s W + m) of the buffer. A loop a split, no division: v9's single loop over all splits'
+  // words divided each index by the window size and the split count: ~27 of the 112 warp
+  // instructions a group at T = 8 (ncu source counters of s19b; docs/cuda-kernels.md §1 "v14").
   auto stage = [&](int w) {
-    const int buf = w & 1, W = 1 << lw;
-    const int wu = W * GU, wt = W * T;  // uint4 / float2 of one split's window
-    for (int idx = threadIdx.x; idx < S * wu; idx += kWarps * 32) {
-      const int s = idx / wu, k = idx - s * wu;
-      const int g0 = ng * s / S + (w << lw);  // the split's first group of the window
-      if (k < (ng * (s + 1) / S - g0) * GU)   // the split's groups end within the window
-        cp_async16(smem_u32(sdg + (buf * GW + s * W) * GU + k), gdg + static_cast<size_t>(g0) * GU + k, 16);
-    }
-    for (int idx = threadIdx.x; idx < S * wt; idx += kWarps * 32) {
-      const int s = idx / wt, k = idx - s * wt;
-      const int g0 = ng * s / S + (w << lw);
-      if (k < (ng * (s + 1) / S - g0) * T) cp_async8(smem_u32(sgs + (buf * GW + s * W) * T + k), gsx2 + static_cast<size_t>(g0) * T + k);
+    const int W = 1 << lw;
+    const uint32_t dg0 = smem_u32(sdg + (w & 1) * GW * GU), gs0 = smem_u32(sgs + (w & 1) * GW * T);
+    for (int s = 0; s < S; ++s) {  // block-uniform
+      const int g0 = ((ng * s) >> lS) + (w << lw);               // the split's first group of the window
+      const int m = min(W, ((ng * (s + 1)) >> lS) - g0);          // its groups in the window (<= 0: none)
+      const uint4* src = gdg + static_cast<size_t>(g0) * GU;  // not read where m <= 0
+      const uint32_t dst = dg0 + static_cast<uint32_t>(s * W * GU * 16);
+      for (int k = threadIdx.x; k < m * GU; k += kWarps * 32) cp_async16(dst + 16u * k, src + k, 16);
+      const float2* srt = gsx2 + static_cast<size_t>(g0) * T;
+      const uint32_t dst2 = gs0 + static_cast<uint32_t>(s * W * T * 8);
+      for (int k = threadIdx.x; k < m * T; k += kWarps * 32) cp_async8(dst2 + 8u * k, srt + k);
     }
     cp_async_commit();
   };

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 27, a follow-up call on the warm machine after s27a.sh: issue 7's group-integer matvec v14
+# (qmatvec_gmma.cu: the x-window staging and the prologue without integer divisions; ncu of s19b put
+# ~27 + ~5 of the 112 warp instructions a group at T = 8 there). Carried: the new binaries in $B and
+# the previous tree's (6795c3b) mere_cuda_check and mere.run in $B/old.
+#  1. cuda_check --only qmatvec --no-bench (new): every matvec check, with the new one holding the
+#     group-integer kernel to its contract computed on the host, bitwise, at T = 1, 8, 9;
+#  2. the matvec benchmark of the group-integer shapes (--kernels gmma), old and new binaries in turn;
+#  3. verify-bench at the 27B geometry under MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4, widths 1, 8 (graph),
+#     old and new alternating, 3 reps each. LIMIT 420.
+LIMIT_DEFAULT=420 . tools/cuda/call_prelude.sh
+timeout -k 5 150 $B/mere_cuda_check --only qmatvec --no-bench --json $OUT/cc-qmatvec.json >$OUT/cc-qmatvec.log 2>&1
+echo "cuda_check qmatvec rc=$? $((SECONDS-t0))s"; grep -E "FAIL|contract|done in" $OUT/cc-qmatvec.log | head -20; pack
+for v in old new; do
+  bb=$B; [ $v = old ] && bb=$B/old
+  left 80 && timeout -k 5 90 $bb/mere_cuda_check --only "bench qmatvec" --kernels gmma --json $OUT/cc-bench-$v.json >$OUT/cc-bench-$v.log 2>&1
+  echo "bench $v rc=$? $((SECONDS-t0))s"; pack
+done
+python3 - $OUT/cc-bench-old.json $OUT/cc-bench-new.json <<'PY' 2>&1 | tee $OUT/bench-compare.txt
+import json, sys
+def load(f):
+    try: d = json.load(open(f))
+    except Exception as e: print("no", f, e); return {}
+    return {b["bench"]: b for b in d.get("bench", [])}
+o, n = load(sys.argv[1]), load(sys.argv[2])
+for k in n:
+    if k in o:
+        a, b = o[k], n[k]
+        print("%-70s old %7.2f us (graph %7.2f)  new %7.2f us (graph %7.2f)" % (k[:70], a.get("median_us", 0), a.get("graph_us_per_launch", 0), b.get("median_us", 0), b.get("graph_us_per_launch", 0)))
+PY
+pack
+D27=/tmp/synth-27b; [ -d $D27 ] || $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
+for r in 1 2; do
+  for v in old new; do
+    bb=$B; [ $v = old ] && bb=$B/old
+    left 45 && MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4 timeout 60 $bb/mere.run model verify-bench --model $D27 --backend cuda \
+      --widths 1,8 --prompt-tokens 128 --passes 8 --reps 3 --json >$OUT/vb-$v-r$r.json 2>$OUT/vb-$v-r$r.err && python3 -c "
+import json,sys;d=json.load(open(sys.argv[1]))
+print(sys.argv[2], ' '.join('w%d %.1f [%.1f-%.1f] x%.2f mism %s'%(x['width'],x['tokens_per_s']['median'],x['tokens_per_s']['min'],x['tokens_per_s']['max'],x['speedup_vs_width1'],x.get('oracle_mismatches')) for x in d['widths']))" $OUT/vb-$v-r$r.json "$v r$r"
+    pack
+  done
+done
+rm -rf $D27; echo "total $((SECONDS-t0))s"; pack
