@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Session 27, a follow-up call on the warm machine after s27a.sh: issue 7's group-integer matvec v14
 # (qmatvec_gmma.cu: the x-window staging and the prologue without integer divisions; ncu of s19b put
-# ~27 + ~5 of the 112 warp instructions a group at T = 8 there). Carried: the new binaries in $B and
-# the previous tree's (6795c3b) mere_cuda_check and mere.run in $B/old.
+# ~27 + ~5 of the 112 warp instructions a group at T = 8 there), conv_gdn_prepare v2 (a chunk of
+# tokens' loads together, one barrier for their sums) and the GDN row step loading token t + 1 ahead.
+# Carried: the new binaries in $B and the previous tree's (6795c3b) mere_cuda_check and mere.run in $B/old.
 #  1. cuda_check --only qmatvec --no-bench (new): every matvec check, with the new one holding the
-#     group-integer kernel to its contract computed on the host, bitwise, at T = 1, 8, 9;
+#     group-integer kernel to its contract computed on the host, bitwise, at T = 1, 8, 9; then the gdn
+#     phase, and engine_check's 0.8B-geometry section (fused conv_gdn_prepare vs conv_silu +
+#     gdn_prepare bitwise at T = 1 and 9, the GDN block and the step + norm pairs);
 #  2. the matvec benchmark of the group-integer shapes (--kernels gmma), old and new binaries in turn;
 #  3. verify-bench at the 27B geometry under MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4, widths 1, 8 (graph),
-#     old and new alternating, 3 reps each. LIMIT 420.
-LIMIT_DEFAULT=420 . tools/cuda/call_prelude.sh
+#     old and new alternating, 3 reps each. LIMIT 540.
+LIMIT_DEFAULT=540 . tools/cuda/call_prelude.sh
 timeout -k 5 150 $B/mere_cuda_check --only qmatvec --no-bench --json $OUT/cc-qmatvec.json >$OUT/cc-qmatvec.log 2>&1
 echo "cuda_check qmatvec rc=$? $((SECONDS-t0))s"; grep -E "FAIL|contract|done in" $OUT/cc-qmatvec.log | head -20; pack
+timeout -k 5 60 $B/mere_cuda_check --only gdn --no-bench >$OUT/cc-gdn.log 2>&1
+echo "cuda_check gdn rc=$? $((SECONDS-t0))s"; grep -E "FAIL|done in|checks" $OUT/cc-gdn.log | head -8
+timeout -k 5 100 $B/mere_engine_check . "0.8b geometry" >$OUT/ec-08b.log 2>&1
+echo "engine_check 0.8b rc=$? $((SECONDS-t0))s"; grep -E "FAIL|engine_check:" $OUT/ec-08b.log | head -8; pack
 for v in old new; do
   bb=$B; [ $v = old ] && bb=$B/old
   left 80 && timeout -k 5 90 $bb/mere_cuda_check --only "bench qmatvec" --kernels gmma --json $OUT/cc-bench-$v.json >$OUT/cc-bench-$v.log 2>&1

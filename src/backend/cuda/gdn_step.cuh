@@ -28,8 +28,27 @@ __device__ __forceinline__ V ld_in(const V* p) {
   else return __ldg(p);
 }
 
+// One token's inputs of a row step (loaded a token ahead of its use: row_step).
+struct StepIn {
+  float4 k, q;
+  float g, beta, v;
+};
+template <bool kL2>
+__device__ __forceinline__ StepIn load_step(const float* q, const float* k, const float* v, const float* g,
+                                            const float* beta, int t, int Hk, int Hv, int h, int kh, int i, int lane) {
+  StepIn in;
+  in.k = ld_in<kL2>(reinterpret_cast<const float4*>(k + (static_cast<size_t>(t) * Hk + kh) * kD) + lane);
+  in.q = ld_in<kL2>(reinterpret_cast<const float4*>(q + (static_cast<size_t>(t) * Hk + kh) * kD) + lane);
+  in.g = ld_in<kL2>(g + t * Hv + h);
+  in.beta = ld_in<kL2>(beta + t * Hv + h);
+  in.v = ld_in<kL2>(v + (static_cast<size_t>(t) * Hv + h) * kD + i);
+  return in;
+}
 // One warp, row `row` = h * 128 + i of S ([Hv, Dv, Dk]) for T tokens in order, a float4 a lane:
 // S <- e^g S; m = S k; d = beta (v_i - m); S <- S + d k^T; o_i = S q. Lane 0 stores o[t, h, i].
+// Token t + 1's inputs are loaded before token t's arithmetic (two named buffers, each refilled only
+// after its last use and never under a branch: no register moves that wait for a load), so a
+// width-T pass waits for one load latency instead of T (session 27; the arithmetic is unchanged).
 template <bool kL2 = false>
 __device__ __forceinline__ void row_step(float* __restrict__ S, const float* __restrict__ q,
                                          const float* __restrict__ k, const float* __restrict__ v,
@@ -39,24 +58,28 @@ __device__ __forceinline__ void row_step(float* __restrict__ S, const float* __r
   const int kh = h / (Hv / Hk);
   float4* srow = reinterpret_cast<float4*>(S + static_cast<size_t>(row) * kD) + lane;
   float4 s = *srow;
-  for (int t = 0; t < T; ++t) {
-    const float4 kk = ld_in<kL2>(reinterpret_cast<const float4*>(k + (static_cast<size_t>(t) * Hk + kh) * kD) + lane);
-    const float4 qq = ld_in<kL2>(reinterpret_cast<const float4*>(q + (static_cast<size_t>(t) * Hk + kh) * kD) + lane);
-    const float decay = expf(ld_in<kL2>(g + t * Hv + h));
-    const float bt = ld_in<kL2>(beta + t * Hv + h);
-    const float vi = ld_in<kL2>(v + (static_cast<size_t>(t) * Hv + h) * kD + i);
+  auto step = [&](const StepIn& in, int t) {
+    const float decay = expf(in.g);
     s.x = __fmul_rn(s.x, decay);
     s.y = __fmul_rn(s.y, decay);
     s.z = __fmul_rn(s.z, decay);
     s.w = __fmul_rn(s.w, decay);
-    const float m = warp_sum(dot4(s, kk));
-    const float d = __fmul_rn(bt, __fsub_rn(vi, m));
-    s.x = __fmaf_rn(d, kk.x, s.x);
-    s.y = __fmaf_rn(d, kk.y, s.y);
-    s.z = __fmaf_rn(d, kk.z, s.z);
-    s.w = __fmaf_rn(d, kk.w, s.w);
-    const float oi = warp_sum(dot4(s, qq));
+    const float m = warp_sum(dot4(s, in.k));
+    const float d = __fmul_rn(in.beta, __fsub_rn(in.v, m));
+    s.x = __fmaf_rn(d, in.k.x, s.x);
+    s.y = __fmaf_rn(d, in.k.y, s.y);
+    s.z = __fmaf_rn(d, in.k.z, s.z);
+    s.w = __fmaf_rn(d, in.k.w, s.w);
+    const float oi = warp_sum(dot4(s, in.q));
     if (lane == 0) o[(static_cast<size_t>(t) * Hv + h) * kD + i] = oi;
+  };
+  StepIn a = load_step<kL2>(q, k, v, g, beta, 0, Hk, Hv, h, kh, i, lane), b;
+  for (int t = 0; t < T; t += 2) {
+    b = load_step<kL2>(q, k, v, g, beta, min(t + 1, T - 1), Hk, Hv, h, kh, i, lane);  // past the end: re-read, unused
+    step(a, t);
+    if (t + 1 >= T) break;
+    a = load_step<kL2>(q, k, v, g, beta, min(t + 2, T - 1), Hk, Hv, h, kh, i, lane);
+    step(b, t + 1);
   }
   *srow = s;
 }
