@@ -207,9 +207,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
   for (int k = 0; k < NJ; ++k) acc[0][k] = 0.0f, acc[1][k] = 0.0f;
 
-  // One group: its mmas and epilogue into acc, kept only where `keep` (a select, not a branch: the
-  // lanes of absent tokens and groups past the unit's end compute on finite stand-in values and
-  // drop them, so the G groups of a step form one basic block the scheduler can interleave).
+  // One group: its mmas and epilogue into acc, kept only where `keep` (a select, not a branch: a
+  // group past the unit's end is computed on finite stand-in values and dropped, so the G groups of a
+  // step form one basic block the scheduler can interleave). A lane's absent tokens (4k + t >= T)
+  // accumulate stand-in values that are never stored or combined (v14: no select for them), and a
+  // step whose groups all lie in the unit passes keep = true, which folds the selects away.
   auto group_math = [&](const uint4& W, const uint2& Q, int slot, bool keep) {
     const uint4* xs = sdg + slot * GU;
     const float2* gs2 = sgs + slot * T;
@@ -243,9 +245,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       const float qxa = __fmul_rn(__int2float_rn(Va), gs.x), qxb = __fmul_rn(__int2float_rn(Vb), gs.x);
       const float na = __fmaf_rn(sca, qxa, __fmaf_rn(bia, gs.y, acc[0][k]));
       const float nb = __fmaf_rn(scb, qxb, __fmaf_rn(bib, gs.y, acc[1][k]));
-      const bool on = keep && 4 * k + t < T;
-      acc[0][k] = on ? na : acc[0][k];
-      acc[1][k] = on ? nb : acc[1][k];
+      acc[0][k] = keep ? na : acc[0][k];
+      acc[1][k] = keep ? nb : acc[1][k];
     }
   };
 
@@ -263,8 +264,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       __syncthreads();
       if (((i >> lw) + 1) << lw < nmax) stage((i >> lw) + 1);
     }
-    if (i < n) {  // warp-uniform
-      const int slot = (((i >> lw) & 1) * GW) + (split << lw) + (i & wmask);
+    const int slot = (((i >> lw) & 1) * GW) + (split << lw) + (i & wmask);
+    if (i + G <= n) {  // warp-uniform: every group of the step is the unit's (no selects)
+#pragma unroll
+      for (int u = 0; u < G; ++u) group_math(w[u], q[u], slot + u, true);
+    } else if (i < n) {  // the unit's last, partial step
 #pragma unroll
       for (int u = 0; u < G; ++u) group_math(w[u], q[u], slot + u, i + u < n);
     }
