@@ -10,8 +10,8 @@
 #     gdn_prepare bitwise at T = 1 and 9, the GDN block and the step + norm pairs);
 #  2. the matvec benchmark of the group-integer shapes (--kernels gmma), old and new binaries in turn;
 #  3. verify-bench at the 27B geometry under MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4, widths 1, 8 (graph),
-#     old and new alternating, 3 reps each. LIMIT 540.
-LIMIT_DEFAULT=540 . tools/cuda/call_prelude.sh
+#     old and new alternating, 3 reps each. LIMIT 480 (device time left after refused starts).
+LIMIT_DEFAULT=480 . tools/cuda/call_prelude.sh
 timeout -k 5 150 $B/mere_cuda_check --only qmatvec --no-bench --json $OUT/cc-qmatvec.json >$OUT/cc-qmatvec.log 2>&1
 echo "cuda_check qmatvec rc=$? $((SECONDS-t0))s"; grep -E "FAIL|contract|done in" $OUT/cc-qmatvec.log | head -20; pack
 timeout -k 5 60 $B/mere_cuda_check --only gdn --no-bench >$OUT/cc-gdn.log 2>&1
