@@ -8,7 +8,7 @@
 #  1. cuda_check --only qmatvec --no-bench (new): every matvec check, with the new one holding the
 #     group-integer kernel to its contract computed on the host, bitwise, at T = 1, 8, 9;
 #  2. verify-bench at the 27B geometry under MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4, widths 1, 8
-#     (graph), old and new, 3 reps each (round 1);
+#     (graph), new and old, 3 reps each (round 1);
 #  3. cuda_check's gdn phase and engine_check's 0.8B-geometry section (fused conv_gdn_prepare vs
 #     conv_silu + gdn_prepare bitwise at T = 1 and 9, the GDN block and the step + norm pairs);
 #  4. the matvec benchmark of the group-integer shapes (--kernels gmma), old and new binaries in turn;
@@ -29,7 +29,7 @@ print(sys.argv[2], ' '.join('w%d %.1f [%.1f-%.1f] x%.2f mism %s'%(x['width'],x['
     pack
   done
 }
-vb 1 old new
+vb 1 new old
 left 60 && { timeout -k 5 60 $B/mere_cuda_check --only gdn --no-bench >$OUT/cc-gdn.log 2>&1
   echo "cuda_check gdn rc=$? $((SECONDS-t0))s"; grep -E "FAIL|done in|checks" $OUT/cc-gdn.log | head -8; }
 left 60 && { timeout -k 5 100 $B/mere_engine_check . "0.8b geometry" >$OUT/ec-08b.log 2>&1
