@@ -57,6 +57,7 @@ __device__ __forceinline__ void row_step(float* __restrict__ S, const float* __r
   const int h = row / kD, i = row - h * kD;
   const int kh = h / (Hv / Hk);
   float4* srow = reinterpret_cast<float4*>(S + static_cast<size_t>(row) * kD) + lane;
+  if (T < 1) return;  // nothing to step (the first load below reads token 0)
   float4 s = *srow;
   auto step = [&](const StepIn& in, int t) {
     const float decay = expf(in.g);
