@@ -3,8 +3,15 @@
 # and the prologue without integer divisions, no selects in whole steps; ncu of s19b put ~32 of the
 # 112 warp instructions a group at T = 8 in the divisions), conv_gdn_prepare v2 (a chunk of tokens'
 # loads together, one barrier for their sums) and the GDN row step loading token t + 1 ahead.
-# Carried: the new binaries in $B and the previous tree's (6795c3b) mere_cuda_check and mere.run in
-# $B/old. In order of what must not be lost when the device time runs short (LIMIT, default 480):
+# Carried (build/carry/bin.tar.xz): the tree's mere.run, mere_cuda_check, mere_engine_check in $B and
+# 6795c3b's (the tree before these kernels) mere.run and mere_cuda_check in $B/old, made with
+#   git worktree add /tmp/old 6795c3b && (cd /tmp/old && scripts/build-cuda.sh mere.run mere_cuda_check)
+# (binaries in /tmp/old/build/cuda)
+# (strip all five; tar them from a staging folder as old/mere.run, old/mere_cuda_check). NOT RUN in
+# session 27: every device start was refused (the session's device time went to the refusals), so
+# this is the next session's first call, before anything else is built on these kernels: steps 1
+# and 3 are the only GPU checks of the changed default-path GDN kernels.
+# In order of what must not be lost when the device time runs short (LIMIT, default 480):
 #  1. cuda_check --only qmatvec --no-bench (new): every matvec check, with the new one holding the
 #     group-integer kernel to its contract computed on the host, bitwise, at T = 1, 8, 9;
 #  2. verify-bench at the 27B geometry under MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4, widths 1, 8
