@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The next session's first device call (written in session 26, not yet run), on binaries of the tree
+# A device call written in session 26 (not run in sessions 26 or 27: every session-27 start was refused;
+# the next session runs it after s27c.sh, on the same warm machine), on binaries of the tree
 # (build/carry/bin.tar.xz: mere.run, mere_cuda_check; models/ and tests/ need not travel):
 #  1. the grid barrier's own cost: `mere_cuda_check --only barrier` (µs a barrier at 1, 2, 4, 8 resident
 #     blocks of 256 threads an SM; docs/cuda-kernels.md §5.14's last paragraph): the number that decides

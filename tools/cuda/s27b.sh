@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Session 27, a follow-up call on the warm machine after s27a.sh (same carried binaries): issue 7's
+# Session 27 (not run: every start was refused), a follow-up call on the warm machine after s27c.sh /
+# s27a.sh (same carried binaries; it profiles whichever group-integer kernel they hold): issue 7's
 # width-8 matvec under ncu. The group-integer matvec (MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4, the
 # shape of the verification runs) at [17408, 5120], T = 1 (launch 1 of cuda_check --ncu) and T = 8
 # (launch 7): speed of light, warp states, memory tables, instruction stats and per-instruction stall
-# samples, to find what the +45% of T = 8 over T = 1 is (docs/speculation.md). LIMIT 200.
+# samples, to find what is left of T = 8's extra time over T = 1 (docs/speculation.md). LIMIT 200.
 LIMIT_DEFAULT=200 . tools/cuda/call_prelude.sh
 for s in 1 7; do
   left 60 || break
