@@ -3,11 +3,9 @@
 # and the prologue without integer divisions, no selects in whole steps; ncu of s19b put ~32 of the
 # 112 warp instructions a group at T = 8 in the divisions), conv_gdn_prepare v2 (a chunk of tokens'
 # loads together, one barrier for their sums) and the GDN row step loading token t + 1 ahead.
-# Carried (build/carry/bin.tar.xz): the tree's mere.run, mere_cuda_check, mere_engine_check in $B and
-# 6795c3b's (the tree before these kernels) mere.run and mere_cuda_check in $B/old, made with
-#   git worktree add /tmp/old 6795c3b && (cd /tmp/old && scripts/build-cuda.sh mere.run mere_cuda_check)
-# (binaries in /tmp/old/build/cuda)
-# (strip all five; tar them from a staging folder as old/mere.run, old/mere_cuda_check). NOT RUN in
+# Carried (build/carry/bin.tar.xz, made by `tools/cuda/make_carry.sh --trace --old 6795c3b`): the tree's
+# mere.run, mere_cuda_check, mere_engine_check in $B and 6795c3b's (the tree before these kernels)
+# mere.run and mere_cuda_check in $B/old; the bundled models stay out of the call (64 MiB). NOT RUN in
 # session 27: every device start was refused (the session's device time went to the refusals), so
 # this is the next session's first call, before anything else is built on these kernels: steps 1
 # and 3 are the only GPU checks of the changed default-path GDN kernels.
