@@ -6,6 +6,7 @@
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/gdn_step.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/qmatvec.h"
 #include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::k {
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(kUnitThreads)
 // width 1 (s26 trace, H100).
 // With tr.* set (a traced pass), every output is also stored at its trace row, and raw too (the
 // copies the engine made with six device copies a layer before, which broke the PDL chain).
-constexpr int kConvChunk = 9;  // the widest verification pass (qmatvec.h kMaxSkinnyRows)
+constexpr int kConvChunk = kMaxSkinnyRows;  // the widest verification pass
 __global__ void __launch_bounds__(kPrepThreads)
     conv_gdn_prepare_kernel(float* state, const float* w, const float* raw, int T, int K, const float* a,
                             const float* b, const float* neg_a, const float* dt_bias, int Hk, int Dk, int Hv, int Dv,
@@ -196,9 +197,7 @@ __global__ void __launch_bounds__(kPrepThreads)
 #pragma unroll
       for (int u = 0; u < kConvChunk; ++u)
         if (u < n) {
-          float p = __fmaf_rn(y[u], y[u], 0.0f);
-#pragma unroll
-          for (int off = 16; off > 0; off >>= 1) p = __fadd_rn(p, __shfl_xor_sync(0xffffffffu, p, off));
+          const float p = warp_xor_sum(__fmaf_rn(y[u], y[u], 0.0f));
           if ((tid & 31) == 0) partial[u][tid >> 5] = p;
         }
       __syncthreads();
@@ -206,10 +205,7 @@ __global__ void __launch_bounds__(kPrepThreads)
 #pragma unroll
         for (int u = 0; u < kConvChunk; ++u)
           if (u < n) {
-            float total = 0.0f;
-#pragma unroll
-            for (int i = 0; i < kPrepThreads / 32; ++i) total = __fadd_rn(total, partial[u][i]);
-            const float r = 1.0f / sqrtf(__fadd_rn(total, 1e-6f));
+            const float r = 1.0f / sqrtf(__fadd_rn(warps_in_order(partial[u], kPrepThreads / 32), 1e-6f));
             const float nv = __fmul_rn(y[u], r);
             const int t = t0 + u;
             if (blk < Hk) {
