@@ -428,7 +428,8 @@ std::string synth_q4(const Geometry& g, uint64_t seed, const char* name) {
 }
 
 // The engine loaded with `var` unset (the default) against `var`=`value`: decode, verification and
-// MTP-head logits bitwise, greedy generations equal (switches that must not change a bit). `var` is
+// MTP-head logits bitwise, greedy generations equal (switches that must not change a bit), and each
+// engine's MTP generation equal to its own plain one (the exactness contract). `var` is
 // read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_BLOCK,
 // MERE_CUDA_STEP_NORM, MERE_CUDA_MV_TUNE's table): two loads side by side.
 // A derived checkpoint (not under models/) is also held to the CPU reference.
@@ -475,11 +476,18 @@ void env_pair(const std::string& root, const std::string& name, const std::strin
   report(d.finite && d.bitwise_rows == rows && (mf.empty() || dm.bitwise_rows == 9),
          name + " " + label + ": decode, T=9 verification and MTP-head logits bitwise", buf);
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 8);
-  const bool g_plain = generate(*fused, prompt, 64, false) == generate(*plain, prompt, 64, false);
-  const bool g_mtp = !plain->has_mtp() || generate(*fused, prompt, 64, true) == generate(*plain, prompt, 64, true);
+  const auto fp = generate(*fused, prompt, 64, false), pp = generate(*plain, prompt, 64, false);
+  const bool g_plain = fp == pp;
+  bool g_mtp = true;
+  std::string exact;  // each engine's MTP generation against its own plain one (the exactness contract)
+  if (plain->has_mtp()) {
+    const auto fm = generate(*fused, prompt, 64, true), pm = generate(*plain, prompt, 64, true);
+    g_mtp = fm == pm && fm == fp && pm == pp;
+    exact = ", MTP " + std::string(fm == pm ? "equal" : "DIFFER") + " (MTP vs plain: first difference at token " +
+            std::to_string(first_diff(fp, fm)) + " and " + std::to_string(first_diff(pp, pm)) + ", -1 = none)";
+  }
   report(g_plain && g_mtp, name + " " + label + ": greedy 64 tokens equal",
-         std::string("plain ") + (g_plain ? "equal" : "DIFFER") +
-             (plain->has_mtp() ? std::string(", MTP ") + (g_mtp ? "equal" : "DIFFER") : std::string()));
+         std::string("plain ") + (g_plain ? "equal" : "DIFFER") + exact);
   if (cpu_reference && dir.rfind(root + "/models/", 0) != 0) {  // a derived checkpoint: also vs the CPU
     auto cpu = Qwen35Model::load(dir, "ref");
     std::vector<float> unused;

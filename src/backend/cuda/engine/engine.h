@@ -12,6 +12,7 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/engine/dmatrix.h"
+#include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/engine/state.h"
 #include "backend/cuda/qmatvec_tune.h"
 #include "model/device_engine.h"
@@ -187,8 +188,8 @@ class CudaEngine final : public DeviceEngine {
   unsigned* gdn_done_ = nullptr;  // [Hv] head counters of k::gdn_step_norm_prep (zero between launches)
   unsigned* moe_bar_ = nullptr;   // [2] k::moe_block's grid barrier (zeroed once)
   unsigned* gdn_bar_ = nullptr;   // [2] k::gdn_mid's grid barrier (zeroed once)
-  float* argmax_ws_ = nullptr;    // k::argmax's split-form partials and tickets (zeroed once)
-  float* argmax_ws() const { return argmax_split_ ? argmax_ws_ : nullptr; }
+  float* argmax_ws_ = nullptr;    // k::argmax's split-form tickets and partials, kRows rows (zeroed once)
+  k::ArgmaxWs argmax_ws() const { return argmax_split_ ? k::ArgmaxWs{argmax_ws_, kRows} : k::ArgmaxWs{}; }
 };
 
 }  // namespace mere::cuda

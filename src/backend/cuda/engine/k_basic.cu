@@ -287,7 +287,7 @@ constexpr int kSplitThreads = 256, kSplitIlp = 4;
 constexpr int kSplitSpan = kSplitThreads * kSplitIlp * 4;  // floats a block scans
 
 // grid (nb, rows): block b of row r scans floats [b * kSplitSpan, (b + 1) * kSplitSpan) of row r.
-// part: [rows, nb] (value, index as float bits); ticket: [rows], zero between launches.
+// part: [>= rows, nb] (value, index as float bits); ticket: [>= rows], zero between launches.
 __global__ void __launch_bounds__(kSplitThreads) argmax_split_kernel(const float* __restrict__ v, int n,
                                                                      float2* __restrict__ part, unsigned* ticket,
                                                                      int32_t* out) {
@@ -415,21 +415,24 @@ void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_di
 
 namespace {
 int64_t split_blocks(int64_t V) { return (V + kSplitSpan - 1) / kSplitSpan; }  // blocks a row of the split form
+
+int64_t ticket_floats(int64_t rows) { return (rows + 1) / 2 * 2; }  // the tickets, padded for float2 partials
 }  // namespace
 
-int64_t argmax_split_floats(int64_t V, int64_t rows) { return rows * 2 * split_blocks(V) + rows; }
+int64_t argmax_split_floats(int64_t V, int64_t rows) { return ticket_floats(rows) + rows * 2 * split_blocks(V); }
 
-void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out, int64_t rows, float* split_ws) {
+void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out, int64_t rows, const ArgmaxWs& ws) {
   MERE_CHECK(V >= 1 && V <= INT32_MAX / 2 && rows >= 1 && rows <= 65535, "cuda argmax", "rows ", rows, " of ", V,
              " logits");
-  if (split_ws == nullptr) {
+  if (ws.data == nullptr) {
     launch("argmax_kernel", argmax_kernel, static_cast<unsigned>(rows), kArgThreads, 0, s, logits,
            static_cast<int>(V), out);
     return;
   }
+  MERE_CHECK(rows <= ws.rows, "cuda argmax", rows, " rows, but the split workspace holds ", ws.rows);
   const int64_t nb = split_blocks(V);
-  auto* part = reinterpret_cast<float2*>(split_ws);
-  auto* ticket = reinterpret_cast<unsigned*>(split_ws + rows * 2 * nb);
+  auto* ticket = reinterpret_cast<unsigned*>(ws.data);
+  auto* part = reinterpret_cast<float2*>(ws.data + ticket_floats(ws.rows));
   launch("argmax_split_kernel", argmax_split_kernel, dim3(static_cast<unsigned>(nb), static_cast<unsigned>(rows)),
          kSplitThreads, 0, s, logits, static_cast<int>(V), part, ticket, out);
 }

@@ -59,12 +59,19 @@ void swiglu(cudaStream_t s, float* g, const float* u, int64_t n);     // g = sil
 void gemv(cudaStream_t s, const DMat& W, const float* x, int64_t P, int64_t x_div, const int32_t* sel, float* y);
 
 // Argmax of each row of logits [rows, V] into out[rows] (lowest index on ties; NaN never wins; 0 when
-// a row holds only NaN). split_ws null: one block a row (v1); else the split form (several blocks a
-// row and a last-block merge; the same ids; the engine's default, MERE_CUDA_ARGMAX): split_ws holds
-// argmax_split_floats(V, rows) floats whose last `rows` (the tickets) are zero before the first launch;
-// every launch leaves them zero.
+// a row holds only NaN). ws.data null: one block a row (v1); else the split form (several blocks a
+// row and a last-block merge; the same ids; the engine's default, MERE_CUDA_ARGMAX).
+// The split form's workspace: argmax_split_floats(V, ws.rows) floats, zero before the first launch,
+// shared by launches of any rows <= ws.rows: row r's ticket (leading, [ws.rows]) and partials sit at
+// the same place whatever the launch's row count, and every launch leaves its tickets zero. (Session
+// 26's layout put the tickets after `rows` rows of partials, so a 1-row pass's ticket was a 9-row
+// pass's partial: MTP generations on CUDA went wrong from the first verification on, session 28.)
+struct ArgmaxWs {
+  float* data = nullptr;
+  int64_t rows = 0;  // the row capacity data was sized for
+};
 int64_t argmax_split_floats(int64_t V, int64_t rows);
-void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out, int64_t rows = 1, float* split_ws = nullptr);
+void argmax(cudaStream_t s, const float* logits, int64_t V, int32_t* out, int64_t rows = 1, const ArgmaxWs& ws = {});
 
 // ---- GatedDeltaNet ----
 // Causal depthwise conv + SiLU over T rows, shifting the raw rows into the history.
