@@ -6,7 +6,6 @@
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/gdn_step.cuh"
 #include "backend/cuda/launch.cuh"
-#include "backend/cuda/qmatvec.h"
 #include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::k {
@@ -147,20 +146,14 @@ __global__ void __launch_bounds__(kUnitThreads)
 // Dk channels of q head b (k head b - Hk), block 2 Hk + h the Dv channels of v head h, the last block
 // the gates; thread i < D runs channel i's conv over the T tokens (so each conv-state entry has one
 // owner) and the q/k blocks l2-normalise each token's head with gdn_prepare's block_sum.
-// Tokens go in chunks of up to kConvChunk (v2, session 27): a chunk's raw inputs are loaded together,
-// its conv outputs computed in order, and its tokens' sums of squares reduced in one pass with one
-// barrier (each token's sum in block_sum's order: the same bits). v1 ran the tokens one after another,
-// a global load and a two-barrier block_sum each: a width-8 pass took 11.3 µs a layer against 4.3 at
-// width 1 (s26 trace, H100).
 // With tr.* set (a traced pass), every output is also stored at its trace row, and raw too (the
 // copies the engine made with six device copies a layer before, which broke the PDL chain).
-constexpr int kConvChunk = kMaxSkinnyRows;  // the widest verification pass
 __global__ void __launch_bounds__(kPrepThreads)
     conv_gdn_prepare_kernel(float* state, const float* w, const float* raw, int T, int K, const float* a,
                             const float* b, const float* neg_a, const float* dt_bias, int Hk, int Dk, int Hv, int Dv,
                             float* q, float* k, float* v, float* g, float* beta, GdnTraceOut tr) {
   pdl_begin();
-  __shared__ float partial[kConvChunk][kPrepThreads / 32];
+  __shared__ float partial[kPrepThreads / 32];
   const int blk = blockIdx.x, tid = threadIdx.x, kd = Hk * Dk, C = 2 * kd + Hv * Dv;
   if (blk == 2 * Hk + Hv) {  // gates
     for (int t = 0; t < T; ++t)
@@ -180,53 +173,29 @@ __global__ void __launch_bounds__(kPrepThreads)
   if (mine)
     for (int j = 0; j < K - 1; ++j) hist[j] = state[static_cast<int64_t>(j) * C + c];
   const float qscale = 1.0f / sqrtf(static_cast<float>(Dk));
-  for (int t0 = 0; t0 < T; t0 += kConvChunk) {  // block-uniform
-    const int n = min(kConvChunk, T - t0);
-    float y[kConvChunk];
-#pragma unroll
-    for (int u = 0; u < kConvChunk; ++u)  // the chunk's inputs, all loads in flight together
-      y[u] = mine && u < n ? raw[static_cast<int64_t>(t0 + u) * C + c] : 0.0f;
-#pragma unroll
-    for (int u = 0; u < kConvChunk; ++u)
-      if (mine && u < n) {
-        if (tr.raw) tr.raw[static_cast<int64_t>(t0 + u) * C + c] = y[u];
-        y[u] = conv_step(hist, w, c, K, y[u]);
+  for (int t = 0; t < T; ++t) {
+    const float in = mine ? raw[static_cast<int64_t>(t) * C + c] : 0.0f;
+    if (mine && tr.raw) tr.raw[static_cast<int64_t>(t) * C + c] = in;
+    const float y = mine ? conv_step(hist, w, c, K, in) : 0.0f;
+    if (qk) {  // block-uniform
+      const float r = 1.0f / sqrtf(__fadd_rn(block_sum(__fmaf_rn(y, y, 0.0f), partial), 1e-6f));
+      if (mine) {
+        const float n = __fmul_rn(y, r);
+        if (blk < Hk) {
+          const int64_t i = static_cast<int64_t>(t) * kd + c;
+          const float qv = __fmul_rn(n, qscale);
+          q[i] = qv;
+          if (tr.q) tr.q[i] = qv;
+        } else {
+          const int64_t i = static_cast<int64_t>(t) * kd + c - kd;
+          k[i] = n;
+          if (tr.k) tr.k[i] = n;
+        }
       }
-    if (qk) {  // block-uniform: each token's block_sum of y * y, one barrier for the chunk
-      if (t0 > 0) __syncthreads();  // the previous chunk's partials are read
-#pragma unroll
-      for (int u = 0; u < kConvChunk; ++u)
-        if (u < n) {
-          const float p = warp_xor_sum(__fmaf_rn(y[u], y[u], 0.0f));
-          if ((tid & 31) == 0) partial[u][tid >> 5] = p;
-        }
-      __syncthreads();
-      if (mine)
-#pragma unroll
-        for (int u = 0; u < kConvChunk; ++u)
-          if (u < n) {
-            const float r = 1.0f / sqrtf(__fadd_rn(warps_in_order(partial[u], kPrepThreads / 32), 1e-6f));
-            const float nv = __fmul_rn(y[u], r);
-            const int t = t0 + u;
-            if (blk < Hk) {
-              const int64_t i = static_cast<int64_t>(t) * kd + c;
-              const float qv = __fmul_rn(nv, qscale);
-              q[i] = qv;
-              if (tr.q) tr.q[i] = qv;
-            } else {
-              const int64_t i = static_cast<int64_t>(t) * kd + c - kd;
-              k[i] = nv;
-              if (tr.k) tr.k[i] = nv;
-            }
-          }
     } else if (mine) {
-#pragma unroll
-      for (int u = 0; u < kConvChunk; ++u)
-        if (u < n) {
-          const int64_t i = static_cast<int64_t>(t0 + u) * Hv * Dv + c - 2 * kd;
-          v[i] = y[u];
-          if (tr.v) tr.v[i] = y[u];
-        }
+      const int64_t i = static_cast<int64_t>(t) * Hv * Dv + c - 2 * kd;
+      v[i] = y;
+      if (tr.v) tr.v[i] = y;
     }
   }
   if (mine)
