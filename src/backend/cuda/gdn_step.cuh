@@ -75,6 +75,11 @@ __device__ __forceinline__ void row_step(float* __restrict__ S, const float* __r
     if (lane == 0) o[(static_cast<size_t>(t) * Hv + h) * kD + i] = oi;
   };
   StepIn a = load_step<kL2>(q, k, v, g, beta, 0, Hk, Hv, h, kh, i, lane), b;
+  if (T == 1) {  // a decode step: nothing to load ahead
+    step(a, 0);
+    *srow = s;
+    return;
+  }
   for (int t = 0; t < T; t += 2) {
     b = load_step<kL2>(q, k, v, g, beta, min(t + 1, T - 1), Hk, Hv, h, kh, i, lane);  // past the end: re-read, unused
     step(a, t);

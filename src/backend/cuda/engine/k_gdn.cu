@@ -148,6 +148,10 @@ __global__ void __launch_bounds__(kUnitThreads)
 // owner) and the q/k blocks l2-normalise each token's head with gdn_prepare's block_sum.
 // With tr.* set (a traced pass), every output is also stored at its trace row, and raw too (the
 // copies the engine made with six device copies a layer before, which broke the PDL chain).
+// v3 (session 28): the gates block spreads the T * Hv pairs over its threads, and each channel loads
+// token t + 1's input before token t's work; the arithmetic of every output is v1's (v2's chunks,
+// session 27, measured slower at T = 1 and no faster at T = 8: the gates block's token loop was the
+// width-8 pass's long pole, docs/cuda-kernels.md §5.15).
 __global__ void __launch_bounds__(kPrepThreads)
     conv_gdn_prepare_kernel(float* state, const float* w, const float* raw, int T, int K, const float* a,
                             const float* b, const float* neg_a, const float* dt_bias, int Hk, int Dk, int Hv, int Dv,
@@ -155,15 +159,15 @@ __global__ void __launch_bounds__(kPrepThreads)
   pdl_begin();
   __shared__ float partial[kPrepThreads / 32];
   const int blk = blockIdx.x, tid = threadIdx.x, kd = Hk * Dk, C = 2 * kd + Hv * Dv;
-  if (blk == 2 * Hk + Hv) {  // gates
-    for (int t = 0; t < T; ++t)
-      for (int h = tid; h < Hv; h += kPrepThreads) {
-        const int64_t i = static_cast<int64_t>(t) * Hv + h;
-        const float bv = sigmoid(b[i]), gv = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
-        beta[i] = bv;
-        g[i] = gv;
-        if (tr.g) tr.beta[i] = bv, tr.g[i] = gv;
-      }
+  if (blk == 2 * Hk + Hv) {  // gates: the T * Hv (token, head) pairs are independent, so they spread
+    // over the threads (v1 ran the tokens one after another, a load latency each: ~1 µs a token)
+    for (int i = tid; i < T * Hv; i += kPrepThreads) {
+      const int h = i % Hv;
+      const float bv = sigmoid(b[i]), gv = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
+      beta[i] = bv;
+      g[i] = gv;
+      if (tr.g) tr.beta[i] = bv, tr.g[i] = gv;
+    }
     return;
   }
   const bool qk = blk < 2 * Hk;
@@ -173,8 +177,10 @@ __global__ void __launch_bounds__(kPrepThreads)
   if (mine)
     for (int j = 0; j < K - 1; ++j) hist[j] = state[static_cast<int64_t>(j) * C + c];
   const float qscale = 1.0f / sqrtf(static_cast<float>(Dk));
+  float next = mine ? raw[c] : 0.0f;  // token t + 1's input is loaded before token t's work
   for (int t = 0; t < T; ++t) {
-    const float in = mine ? raw[static_cast<int64_t>(t) * C + c] : 0.0f;
+    const float in = next;
+    next = mine && t + 1 < T ? raw[static_cast<int64_t>(t + 1) * C + c] : 0.0f;
     if (mine && tr.raw) tr.raw[static_cast<int64_t>(t) * C + c] = in;
     const float y = mine ? conv_step(hist, w, c, K, in) : 0.0f;
     if (qk) {  // block-uniform
