@@ -1056,6 +1056,7 @@ QBank make_bank(CudaDevice& dev, int64_t rows, int64_t cols, int bits, size_t mi
 // --kernels LIST: the matvec kernels to benchmark (comma-separated labels: int, gmma, tc, simt);
 // empty: all
 std::string g_kernels;
+bool g_gm_sweep = false;  // --gm-sweep: every group-integer shape at every T on the 27B projections
 bool want_kernel(const char* kernel) {
   if (g_kernels.empty()) return true;
   const std::string k = kernel[0] ? kernel : "simt";
@@ -1153,12 +1154,13 @@ void bench_qmatvec(CudaDevice& dev) {
         }
       }
       // group-integer tensor cores (MERE_CUDA_QMATVEC=mma): T = 1..9 on the 27B projections (1, 9
-      // elsewhere) at the default ring, every ring depth at T = 1, 8 on [17408,5120]
+      // elsewhere) at the default ring, every ring depth at T = 1, 8 on [17408,5120] (--gm-sweep: at
+      // every T on every 27B projection)
       for (int T = 1; T <= kMaxSkinnyRows; ++T) {
         if (!big27 && T != 1 && T != 9) continue;
         bench_one(T, kGmConfigs[0], label_of(T, kGmConfigs[0], QMatvecConfig{}), "gmma");
         bench_one(T, kGmConfigs[6], " (sweep)", "gmma");  // two batches, default shape
-        if (s.rows == 17408 && (T == 1 || T == 8))
+        if ((s.rows == 17408 && (T == 1 || T == 8)) || (g_gm_sweep && big27))
           for (size_t i = 1; i < std::size(kGmConfigs); ++i)
             if (i != 6 && qmatvec_config_available(bits, T, kGmConfigs[i])) bench_one(T, kGmConfigs[i], " (sweep)", "gmma");
       }
@@ -1307,9 +1309,10 @@ int main(int argc, char** argv) {
     else if (a == "--ncu") ncu = true;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--kernels" && i + 1 < argc) g_kernels = argv[++i];
+    else if (a == "--gm-sweep") g_gm_sweep = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--ncu] [--json PATH] [--kernels int,gmma,tc,simt] [--only PHASE]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--no-bench] [--ncu] [--json PATH] [--kernels int,gmma,tc,simt] [--gm-sweep] [--only PHASE]\n", argv[0]);
       return 2;
     }
   }

@@ -388,19 +388,32 @@ int q4gm_splits(int64_t rows, int64_t cols, int sms) {
   return S;
 }
 
-GmShape q4gm_shape() {
-  static const GmShape v = [] {
+// MERE_CUDA_GM=width: the shape of each width T = 1..9 ({db, groups a step, ring depth or batch
+// size}): at each T the shape with the least time summed over a 27B pass's projections (gate and
+// up x 128, down x 64, GDN qkv x 48, attention q x 16) in the H100 sweep of session 28
+// (`mere_cuda_check --only "bench qmatvec" --kernels gmma --gm-sweep`, bench/cuda/s28/h100-m;
+// docs/cuda-kernels.md §1 "v14").
+constexpr GmShape kGmByWidth[kMaxSkinnyRows] = {
+    {false, 2, 8}, {false, 4, 8}, {true, 4, 4}, {true, 4, 4}, {false, 4, 8},
+    {false, 2, 8}, {false, 4, 8}, {false, 2, 8}, {false, 2, 6}};
+
+GmShape q4gm_shape(int64_t T) {
+  static const int v = [] {  // -1: by width, else an index into kFixed
     const char* e = std::getenv("MERE_CUDA_GM");
     const std::string_view s = e == nullptr ? std::string_view() : std::string_view(e);
-    if (s.empty() || s == "ring") return GmShape{false, 0};
-    if (s == "ring2") return GmShape{false, 2};
-    if (s == "ring4") return GmShape{false, 4};
-    if (s == "db") return GmShape{true, 0};
-    if (s == "db4") return GmShape{true, 4};
-    MERE_CHECK(false, "MERE_CUDA_GM", "expected ring, ring2, ring4, db or db4, got '", s, "'");
-    return GmShape{};
+    if (s.empty() || s == "width") return -1;  // the default since session 28
+    if (s == "ring") return 0;
+    if (s == "ring2") return 1;
+    if (s == "ring4") return 2;
+    if (s == "db") return 3;
+    if (s == "db4") return 4;
+    MERE_CHECK(false, "MERE_CUDA_GM", "expected width, ring, ring2, ring4, db or db4, got '", s, "'");
+    return 0;
   }();
-  return v;
+  static constexpr GmShape kFixed[] = {{false, 0}, {false, 2}, {false, 4}, {true, 0}, {true, 4}};
+  if (v >= 0) return kFixed[v];
+  MERE_CHECK(T >= 1 && T <= kMaxSkinnyRows, "MERE_CUDA_GM", "width ", T, " out of 1..", kMaxSkinnyRows);
+  return kGmByWidth[T - 1];
 }
 
 int q4gm_ring(int64_t T, const QMatvecConfig& cfg) {

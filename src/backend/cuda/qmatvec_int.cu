@@ -274,9 +274,10 @@ QMatvecConfig q4int_default(int64_t T, IntImpl impl) {
   if (impl == IntImpl::GroupMma) {
     c.integer = kGroupMma;
     c.rows_per_warp = 16;
-    c.stages = 0;  // by T
-    c.unroll = q4gm_shape().db ? 2 : 1;  // two batches (2) or a ring
-    c.warps = q4gm_shape().groups;       // groups a step (0: by the variant)
+    const GmShape g = q4gm_shape(T);
+    c.stages = g.stages;         // 0: by T
+    c.unroll = g.db ? 2 : 1;     // two batches (2) or a ring
+    c.warps = g.groups;          // groups a step (0: by the variant)
     return c;
   }
   if (impl == IntImpl::Mma && T <= 4) {

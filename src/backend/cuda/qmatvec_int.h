@@ -73,14 +73,18 @@ void q4imma_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* w
 bool q4gm_available(int64_t T, const QMatvecConfig& cfg);
 int q4gm_splits(int64_t rows, int64_t cols, int sms);
 int q4gm_ring(int64_t T, const QMatvecConfig& cfg);
-// MERE_CUDA_GM=ring|ring2|ring4|db|db4: the group-integer kernel's weights in flight as a ring (the
-// default) or as two batches, with 1 (ring) / 2 (db) or the named number of groups a step (same bits;
-// docs/cuda-kernels.md §1 "v9"). Read once per process; anything else throws.
+// MERE_CUDA_GM=width|ring|ring2|ring4|db|db4: the group-integer kernel's shape: (width, the default
+// since session 28) each width T its own shape from a table measured per width (docs/cuda-kernels.md
+// §1 "v14"), or one shape for every width: the weights in flight as a ring or as two batches, with
+// 1 (ring) / 2 (db) or the named number of groups a step.
+// Every shape gives the same bits (the group-integer contract), so widths may differ in shape. Read
+// once per process; anything else throws.
 struct GmShape {
-  bool db;     // two batches instead of a ring
-  int groups;  // groups a step (0: the variant's default)
+  bool db;         // two batches instead of a ring
+  int groups;      // groups a step (0: the variant's default)
+  int stages = 0;  // ring depth or batch size (0: by T, q4gm_ring)
 };
-GmShape q4gm_shape();
+GmShape q4gm_shape(int64_t T);
 void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                  const QMatvecConfig& cfg, int sms);
 void q4pipe_launch(cudaStream_t s, const qi::IntArgs& args, const float* ws, int64_t T, int64_t cols,
