@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Not run as a whole: session 28 ran its parts in s28d.sh (bench/cuda/s28/h100-h), on an H100.
 # A device call written in session 26 (not run in sessions 26 or 27: every session-27 start was refused;
 # the next session runs it after s27c.sh, on the same warm machine), on binaries of the tree
 # (build/carry/bin.tar.xz: mere.run, mere_cuda_check; models/ and tests/ need not travel):

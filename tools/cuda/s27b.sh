@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Ran in session 28 on an H100: bench/cuda/s28/h100-b.
 # Session 27 (not run: every start was refused), a follow-up call on the warm machine after s27c.sh /
 # s27a.sh (same carried binaries; it profiles whichever group-integer kernel they hold): issue 7's
 # width-8 matvec under ncu. The group-integer matvec (MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4, the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Ran in session 28 on an H100: bench/cuda/s28/h100-a (it found the split argmax bug, b2928b0).
 # Session 27's device call: issue 7's group-integer matvec v14 (qmatvec_gmma.cu: the x-window staging
 # and the prologue without integer divisions, no selects in whole steps; ncu of s19b put ~32 of the
 # 112 warp instructions a group at T = 8 in the divisions), conv_gdn_prepare v2 (a chunk of tokens'
