@@ -17,6 +17,10 @@
 //     g64 copy of the dense model (quantised into a temporary directory): decode and verification
 //     (T = 9) logits and MTP-head logits bitwise equal, greedy 64 tokens (plain and MTP) equal; the
 //     4-bit dense copy's fused decode logits also against the CPU reference (NMSE <= 1e-10).
+//  6. The same pairs for the other switches that must not change a bit (MoE routing and block, the
+//     argmax forms, the GDN block, the step + norm launch, the attention merge, MERE_CUDA_CONV=tokens)
+//     on the bundled MoE and random 4-bit checkpoints of the 35B-A3B (4 layers) and 0.8B geometries;
+//     every pair also holds each engine's MTP generation to its own plain one (exactness).
 // Prints one line per check and a summary; exit status 1 when any check fails.
 #include <algorithm>
 #include <cmath>
@@ -585,7 +589,7 @@ int main(int argc, char** argv) {
   // top-8) and width, the split argmax (the default) against the one-block form over the real
   // vocabulary, and the one-launch GDN middle at the real heads: a random 4-bit checkpoint of the
   // 35B-A3B shapes cut to 4 layers
-  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, MoE block, argmax block, GDN block", [&] {
+  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, MoE block, argmax block, GDN block, conv tokens", [&] {
     Geometry g = geometry_preset("qwen3.5-35b-a3b");
     g.num_hidden_layers = 4;
     g.layer_types.clear();
@@ -595,18 +599,20 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_BLOCK", "on", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_ARGMAX", "block", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_CONV", "tokens", false, "qwen35-moe-tiny");
     fs::remove_all(dir);
   });
   // The bundled models' linear-attention heads are 64 wide, so their GatedDeltaNet runs on the
   // generic step; the 128-wide decode kernels (gdn_decode, the step + gated norm launch) need a
   // real head geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny
   // model's fixture; no CPU comparison: random weights, the pairs are what is checked)
-  guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion, GDN step + gated norm, GDN block", [&] {
+  guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion, GDN step + gated norm, GDN block, conv tokens", [&] {
     const std::string dir = synth_q4(geometry_preset("qwen3.5-0.8b"), 15, "mere-engine-check-0.8b-q4");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_ATTN_COMBINE", "v1", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_CONV", "tokens", false, "qwen35-dense-tiny");
     prefill_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {

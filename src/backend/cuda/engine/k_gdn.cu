@@ -208,6 +208,88 @@ __global__ void __launch_bounds__(kPrepThreads)
     for (int j = 0; j < K - 1; ++j) state[static_cast<int64_t>(j) * C + c] = hist[j];
 }
 
+// conv_gdn_prepare v4 (session 28, MERE_CUDA_CONV=tokens; built, not yet run on a GPU): the same
+// blocks and outputs, but a block has kPrepThreads threads for each of TB = min(T, kConvTokens)
+// tokens; thread (u, i) computes channel i's conv output of token t = t0 + u (t0 = 0, TB, ..) straight
+// from its K - 1 predecessors (raw rows, or the conv state before the first token), so a chunk's
+// tokens run side by side, and the q / k blocks reduce each token's head with one barrier for the
+// chunk (token u's sum in block_sum's order: its 4 warps' butterflies, added in warp order). Every
+// output is v1's arithmetic on v1's values. The new conv state is written after a barrier by the
+// u = 0 threads, after every read of the old one. It stands beside v3 (whose gates and stores it
+// repeats) until a measurement decides which stays. Why: v3 at width 8 ran 81 blocks of 4 warps at
+// 0.12 issued a scheduler, 10.9 µs against 4.2 at width 1 (ncu, bench/cuda/s28/h100-o).
+constexpr int kConvTokens = 8;  // tokens a block runs side by side (kPrepThreads x 8 = 1,024 threads)
+__global__ void __launch_bounds__(kPrepThreads * kConvTokens)
+    conv_gdn_prepare_tokens_kernel(float* state, const float* w, const float* raw, int T, int K, const float* a,
+                                   const float* b, const float* neg_a, const float* dt_bias, int Hk, int Dk, int Hv,
+                                   int Dv, float* q, float* k, float* v, float* g, float* beta, GdnTraceOut tr) {
+  pdl_begin();
+  __shared__ float partial[kConvTokens][kPrepThreads / 32];
+  const int blk = blockIdx.x, kd = Hk * Dk, C = 2 * kd + Hv * Dv;
+  if (blk == 2 * Hk + Hv) {  // gates: as v3's, over all the block's threads
+    for (int i = static_cast<int>(threadIdx.x); i < T * Hv; i += static_cast<int>(blockDim.x)) {
+      const int h = i % Hv;
+      const float bv = sigmoid(b[i]), gv = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
+      beta[i] = bv;
+      g[i] = gv;
+      if (tr.g) tr.beta[i] = bv, tr.g[i] = gv;
+    }
+    return;
+  }
+  const int TB = static_cast<int>(blockDim.x) / kPrepThreads;  // tokens side by side
+  const int u = static_cast<int>(threadIdx.x) / kPrepThreads, tid = static_cast<int>(threadIdx.x) % kPrepThreads;
+  const bool qk = blk < 2 * Hk;
+  const int D = qk ? Dk : Dv, c = (qk ? blk * Dk : 2 * kd + (blk - 2 * Hk) * Dv) + tid;
+  const bool mine = tid < D;
+  const float qscale = 1.0f / sqrtf(static_cast<float>(Dk));
+  // input p of channel c: raw row p, or conv-state row K - 1 + p from before the pass (p < 0)
+  auto input = [&](int p) {
+    return p >= 0 ? raw[static_cast<int64_t>(p) * C + c] : state[static_cast<int64_t>(K - 1 + p) * C + c];
+  };
+  for (int t0 = 0; t0 < T; t0 += TB) {  // block-uniform
+    const int t = t0 + u;
+    const bool live = mine && t < T;
+    float y = 0.0f;
+    if (live) {
+      float hist[kMaxConvK];
+      for (int j = 0; j < K - 1; ++j) hist[j] = input(t - (K - 1) + j);
+      const float in = raw[static_cast<int64_t>(t) * C + c];
+      if (tr.raw) tr.raw[static_cast<int64_t>(t) * C + c] = in;
+      y = conv_step(hist, w, c, K, in);
+    }
+    if (qk) {  // block-uniform: token u's block_sum of y * y over its kPrepThreads threads
+      if (t0 > 0) __syncthreads();  // the previous chunk's partials are read
+      const float p = warp_xor_sum(__fmaf_rn(y, y, 0.0f));
+      if ((tid & 31) == 0) partial[u][tid >> 5] = p;
+      __syncthreads();
+      const float r = 1.0f / sqrtf(__fadd_rn(warps_in_order(partial[u], kPrepThreads / 32), 1e-6f));
+      if (live) {
+        const float n = __fmul_rn(y, r);
+        if (blk < Hk) {
+          const int64_t i = static_cast<int64_t>(t) * kd + c;
+          const float qv = __fmul_rn(n, qscale);
+          q[i] = qv;
+          if (tr.q) tr.q[i] = qv;
+        } else {
+          const int64_t i = static_cast<int64_t>(t) * kd + c - kd;
+          k[i] = n;
+          if (tr.k) tr.k[i] = n;
+        }
+      }
+    } else if (live) {
+      const int64_t i = static_cast<int64_t>(t) * Hv * Dv + c - 2 * kd;
+      v[i] = y;
+      if (tr.v) tr.v[i] = y;
+    }
+  }
+  __syncthreads();  // every read of the old conv state is done
+  if (mine && u == 0) {  // the new state: inputs T - (K - 1) .. T - 1, oldest first
+    float next[kMaxConvK];
+    for (int j = 0; j < K - 1; ++j) next[j] = input(T - (K - 1) + j);
+    for (int j = 0; j < K - 1; ++j) state[static_cast<int64_t>(j) * C + c] = next[j];
+  }
+}
+
 __global__ void gdn_generic_kernel(float* S, const float* q, const float* k, const float* v, const float* g,
                                    const float* beta, int T, int Hk, int Hv, int Dk, int Dv, float* o) {
   pdl_begin();
@@ -304,13 +386,21 @@ bool conv_gdn_prepare_supported(int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, 
 void conv_gdn_prepare(cudaStream_t s, float* state, const float* w, const float* raw, int64_t T, int64_t K,
                       const float* a, const float* b, const float* neg_a, const float* dt_bias, int64_t Hk, int64_t Dk,
                       int64_t Hv, int64_t Dv, float* q, float* k, float* v, float* g, float* beta,
-                      const GdnTraceOut& trace) {
+                      const GdnTraceOut& trace, bool side_by_side) {
   MERE_CHECK(conv_gdn_prepare_supported(Hk, Dk, Hv, Dv, K), "cuda conv_gdn_prepare",
              "head widths and conv width out of range: expected Dk, Dv in 1..", kPrepThreads, " and K in 1..",
              kMaxConvK, ", got Dk ", Dk, ", Dv ", Dv, ", K ", K);
-  launch("conv_gdn_prepare_kernel", conv_gdn_prepare_kernel, static_cast<unsigned>(2 * Hk + Hv + 1), kPrepThreads, 0,
-         s, state, w, raw, static_cast<int>(T), static_cast<int>(K), a, b, neg_a, dt_bias, static_cast<int>(Hk),
-         static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta, trace);
+  const unsigned grid = static_cast<unsigned>(2 * Hk + Hv + 1);
+  if (side_by_side) {
+    const int tb = static_cast<int>(std::min<int64_t>(std::max<int64_t>(T, 1), kConvTokens));  // tokens a block
+    launch("conv_gdn_prepare_tokens_kernel", conv_gdn_prepare_tokens_kernel, grid, kPrepThreads * tb, 0, s, state, w,
+           raw, static_cast<int>(T), static_cast<int>(K), a, b, neg_a, dt_bias, static_cast<int>(Hk),
+           static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta, trace);
+    return;
+  }
+  launch("conv_gdn_prepare_kernel", conv_gdn_prepare_kernel, grid, kPrepThreads, 0, s, state, w, raw,
+         static_cast<int>(T), static_cast<int>(K), a, b, neg_a, dt_bias, static_cast<int>(Hk), static_cast<int>(Dk),
+         static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta, trace);
 }
 
 void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,

@@ -92,10 +92,12 @@ bool conv_gdn_prepare_supported(int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, 
 struct GdnTraceOut {
   float *raw = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr;
 };
+// side_by_side: v4's kernel (a block runs up to 8 tokens side by side; MERE_CUDA_CONV=tokens), the
+// same outputs and conv state bitwise; else v3's (a block's tokens one after another).
 void conv_gdn_prepare(cudaStream_t s, float* state, const float* w, const float* raw, int64_t T, int64_t K,
                       const float* a, const float* b, const float* neg_a, const float* dt_bias, int64_t Hk, int64_t Dk,
                       int64_t Hv, int64_t Dv, float* q, float* k, float* v, float* g, float* beta,
-                      const GdnTraceOut& trace = {});
+                      const GdnTraceOut& trace = {}, bool side_by_side = false);
 // The middle of a GDN layer's decode step for ONE token in one launch (k_gdn_block.cu;
 // MERE_CUDA_GDN_BLOCK): conv_gdn_prepare, gdn_decode and gated_rms_norm_prep (out_proj's prepared
 // input into ws at `bits`), bitwise their q, k, v, g, beta, conv state, S, o, y and workspace. Its blocks

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The next session's first device call (written in session 28, whose device time ran out first):
+# conv_gdn_prepare v4 (MERE_CUDA_CONV=tokens: a block runs up to 8 tokens side by side, each channel's
+# conv from its predecessors; s28k's ncu of v3 at width 8: 81 blocks of 4 warps, 0.12 issued a
+# scheduler, 10.9 µs against 4.2 at width 1). Carried: `tools/cuda/make_carry.sh --trace` (mere.run,
+# mere_cuda_check, mere_engine_check, trace/mere.run); move models/qwen35-moe-tiny out of the tree for
+# the call (64 MiB) and back after it. In order of what must not be lost:
+#  1. engine_check's 0.8B and 35B-A3B geometry sections: the MERE_CUDA_CONV=tokens pairs (decode,
+#     T = 9 verification = two chunks, MTP-head logits bitwise; greedy and MTP vs plain), and
+#     cuda_check gdn;
+#  2. the 27B width-8 / width-1 verification traces under mma, tokens against loop;
+#  3. 27B verification (mma) w1, 8, 9 and the decode receipts (27B, 35B-A3B), tokens against loop,
+#     alternating, 3 reps each.
+# Prediction: conv_gdn_prepare at width 8 10.6 -> ~3-4 µs a layer (-0.3 ms a 27B width-8 pass, w8
+# 636 -> ~650 tok/s on the H100); width 1 unchanged (4.2 µs).
+LIMIT_DEFAULT=${LIMIT:-400} . tools/cuda/call_prelude.sh
+export BT=$B/trace D27=/tmp/synth-27b
+timeout -k 5 30 $B/mere_cuda_check --only gdn --no-bench >$OUT/cc-gdn.log 2>&1; echo "cuda_check gdn rc=$?"; grep -h "checks:" $OUT/cc-gdn.log
+for sec in "0.8b geometry" "35b-a3b geometry"; do
+  f=$OUT/ec-$(echo $sec | tr ' .' '__').log
+  timeout -k 5 100 $B/mere_engine_check . "$sec" >$f 2>&1
+  echo "engine_check '$sec' rc=$? $((SECONDS-t0))s"; grep -E "FAIL|CONV|engine_check:" $f | cut -c1-170 | head -8; pack
+done
+$B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
+for cv in tokens loop; do for w in 8 1; do
+  left 30 && MERE_CUDA_CONV=$cv MERE_CUDA_QMATVEC=mma MERE_CUDA_GRAPH=0 MERE_CUDA_TRACE_OUT=$OUT/trace-$cv-w$w.json \
+    MERE_CUDA_TRACE_ROWS=$w MERE_CUDA_TRACE_STEPS=8 timeout 40 $BT/mere.run model verify-bench --model $D27 --backend cuda \
+    --widths $w --prompt-tokens 128 --passes 8 --reps 2 --json >$OUT/vb-trace-$cv-w$w.json 2>$OUT/vb-trace-$cv-w$w.err ||
+    tail -3 $OUT/vb-trace-$cv-w$w.err
+  [ -f $OUT/trace-$cv-w$w.json ] && trace_summary $OUT/trace-$cv-w$w.json "$cv width $w (mma)" | head -6
+  pack
+done; done
+for r in 1 2; do for cv in tokens loop; do
+  left 30 && MERE_CUDA_CONV=$cv MERE_CUDA_QMATVEC=mma timeout 60 $B/mere.run model verify-bench --model $D27 --backend cuda \
+    --widths 1,8,9 --prompt-tokens 128 --passes 8 --reps 3 --json >$OUT/vb-$cv-r$r.json 2>$OUT/vb-$cv-r$r.err && python3 -c "
+import json,sys;d=json.load(open(sys.argv[1]))
+print(sys.argv[2], ' '.join('w%d %.1f [%.1f-%.1f] x%.2f mism %s'%(x['width'],x['tokens_per_s']['median'],x['tokens_per_s']['min'],x['tokens_per_s']['max'],x['speedup_vs_width1'],x.get('oracle_mismatches')) for x in d['widths']))" $OUT/vb-$cv-r$r.json "$cv r$r"
+  pack
+done; done
+for g in 27b 35b-a3b; do
+  d=/tmp/synth-$g
+  left 90 || break
+  [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-$g --bits 4 --group-size 64 --out $d --quiet
+  for cv in tokens loop; do
+    MERE_CUDA_CONV=$cv timeout 80 $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 3 \
+      --json >$OUT/engine-$g-$cv.json 2>/dev/null && python3 -c "
+import json,sys;d=json.load(open(sys.argv[1]));t=d['runs'][0]['decode_tok_s']
+print('%s %s decode %.1f [%.1f-%.1f]'%(sys.argv[2],sys.argv[3],t['median'],t['min'],t['max']))" $OUT/engine-$g-$cv.json $g $cv
+  done
+  rm -rf $d; pack
+done
+echo "total $((SECONDS-t0))s"; pack
