@@ -142,14 +142,53 @@ __global__ void __launch_bounds__(kUnitThreads)
   }
 }
 
+// conv_gdn_prepare's gates (its last block): the T * Hv (token, head) pairs are independent, so they
+// spread over the block's threads (`first` = the thread, `stride` = the block's threads; v1 ran the
+// tokens one after another, a load latency each).
+__device__ __forceinline__ void prep_gates(int first, int stride, int T, int Hv, const float* a, const float* b,
+                                           const float* neg_a, const float* dt_bias, float* g, float* beta,
+                                           const GdnTraceOut& tr) {
+  for (int i = first; i < T * Hv; i += stride) {
+    const int h = i % Hv;
+    const float bv = sigmoid(b[i]), gv = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
+    beta[i] = bv;
+    g[i] = gv;
+    if (tr.g) tr.beta[i] = bv, tr.g[i] = gv;
+  }
+}
+
+// Token t's q (blk < Hk) or k (blk < 2 Hk) output of conv channel c: its conv output y times r (1 / the
+// l2 norm of its head), q also scaled by 1 / sqrt(Dk); each also at its trace row when tracing.
+__device__ __forceinline__ void prep_store_qk(int blk, int Hk, int kd, int c, int t, float y, float r, float qscale,
+                                              float* q, float* k, const GdnTraceOut& tr) {
+  const float n = __fmul_rn(y, r);
+  if (blk < Hk) {
+    const int64_t i = static_cast<int64_t>(t) * kd + c;
+    const float qv = __fmul_rn(n, qscale);
+    q[i] = qv;
+    if (tr.q) tr.q[i] = qv;
+  } else {
+    const int64_t i = static_cast<int64_t>(t) * kd + c - kd;
+    k[i] = n;
+    if (tr.k) tr.k[i] = n;
+  }
+}
+// Token t's v output of conv channel c: the conv output itself.
+__device__ __forceinline__ void prep_store_v(int kd, int Hv, int Dv, int c, int t, float y, float* v,
+                                             const GdnTraceOut& tr) {
+  const int64_t i = static_cast<int64_t>(t) * Hv * Dv + c - 2 * kd;
+  v[i] = y;
+  if (tr.v) tr.v[i] = y;
+}
+
 // conv_silu + gdn_prepare in one launch (decode; bitwise the two kernels): block b < 2 Hk owns the
 // Dk channels of q head b (k head b - Hk), block 2 Hk + h the Dv channels of v head h, the last block
 // the gates; thread i < D runs channel i's conv over the T tokens (so each conv-state entry has one
 // owner) and the q/k blocks l2-normalise each token's head with gdn_prepare's block_sum.
 // With tr.* set (a traced pass), every output is also stored at its trace row, and raw too (the
 // copies the engine made with six device copies a layer before, which broke the PDL chain).
-// v3 (session 28): the gates block spreads the T * Hv pairs over its threads, and each channel loads
-// token t + 1's input before token t's work; the arithmetic of every output is v1's (v2's chunks,
+// v3 (session 28): the gates block spreads the T * Hv pairs over its threads (prep_gates), and each
+// channel loads token t + 1's input before token t's work; the arithmetic of every output is v1's (v2's chunks,
 // session 27, measured slower at T = 1 and no faster at T = 8: the gates block's token loop was the
 // width-8 pass's long pole, docs/cuda-kernels.md §5.15).
 __global__ void __launch_bounds__(kPrepThreads)
@@ -159,15 +198,8 @@ __global__ void __launch_bounds__(kPrepThreads)
   pdl_begin();
   __shared__ float partial[kPrepThreads / 32];
   const int blk = blockIdx.x, tid = threadIdx.x, kd = Hk * Dk, C = 2 * kd + Hv * Dv;
-  if (blk == 2 * Hk + Hv) {  // gates: the T * Hv (token, head) pairs are independent, so they spread
-    // over the threads (v1 ran the tokens one after another, a load latency each: ~1 µs a token)
-    for (int i = tid; i < T * Hv; i += kPrepThreads) {
-      const int h = i % Hv;
-      const float bv = sigmoid(b[i]), gv = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
-      beta[i] = bv;
-      g[i] = gv;
-      if (tr.g) tr.beta[i] = bv, tr.g[i] = gv;
-    }
+  if (blk == 2 * Hk + Hv) {
+    prep_gates(tid, kPrepThreads, T, Hv, a, b, neg_a, dt_bias, g, beta, tr);
     return;
   }
   const bool qk = blk < 2 * Hk;
@@ -185,23 +217,9 @@ __global__ void __launch_bounds__(kPrepThreads)
     const float y = mine ? conv_step(hist, w, c, K, in) : 0.0f;
     if (qk) {  // block-uniform
       const float r = 1.0f / sqrtf(__fadd_rn(block_sum(__fmaf_rn(y, y, 0.0f), partial), 1e-6f));
-      if (mine) {
-        const float n = __fmul_rn(y, r);
-        if (blk < Hk) {
-          const int64_t i = static_cast<int64_t>(t) * kd + c;
-          const float qv = __fmul_rn(n, qscale);
-          q[i] = qv;
-          if (tr.q) tr.q[i] = qv;
-        } else {
-          const int64_t i = static_cast<int64_t>(t) * kd + c - kd;
-          k[i] = n;
-          if (tr.k) tr.k[i] = n;
-        }
-      }
+      if (mine) prep_store_qk(blk, Hk, kd, c, t, y, r, qscale, q, k, tr);
     } else if (mine) {
-      const int64_t i = static_cast<int64_t>(t) * Hv * Dv + c - 2 * kd;
-      v[i] = y;
-      if (tr.v) tr.v[i] = y;
+      prep_store_v(kd, Hv, Dv, c, t, y, v, tr);
     }
   }
   if (mine)
@@ -215,8 +233,8 @@ __global__ void __launch_bounds__(kPrepThreads)
 // tokens run side by side, and the q / k blocks reduce each token's head with one barrier for the
 // chunk (token u's sum in block_sum's order: its 4 warps' butterflies, added in warp order). Every
 // output is v1's arithmetic on v1's values. The new conv state is written after a barrier by the
-// u = 0 threads, after every read of the old one. It stands beside v3 (whose gates and stores it
-// repeats) until a measurement decides which stays. Why: v3 at width 8 ran 81 blocks of 4 warps at
+// u = 0 threads, after every read of the old one. It stands beside v3 (the gates and the stores
+// shared) until a measurement decides which stays. Why: v3 at width 8 ran 81 blocks of 4 warps at
 // 0.12 issued a scheduler, 10.9 µs against 4.2 at width 1 (ncu, bench/cuda/s28/h100-o).
 constexpr int kConvTokens = 8;  // tokens a block runs side by side (kPrepThreads x 8 = 1,024 threads)
 __global__ void __launch_bounds__(kPrepThreads * kConvTokens)
@@ -226,14 +244,8 @@ __global__ void __launch_bounds__(kPrepThreads * kConvTokens)
   pdl_begin();
   __shared__ float partial[kConvTokens][kPrepThreads / 32];
   const int blk = blockIdx.x, kd = Hk * Dk, C = 2 * kd + Hv * Dv;
-  if (blk == 2 * Hk + Hv) {  // gates: as v3's, over all the block's threads
-    for (int i = static_cast<int>(threadIdx.x); i < T * Hv; i += static_cast<int>(blockDim.x)) {
-      const int h = i % Hv;
-      const float bv = sigmoid(b[i]), gv = __fmul_rn(neg_a[h], softplus(__fadd_rn(a[i], dt_bias[h])));
-      beta[i] = bv;
-      g[i] = gv;
-      if (tr.g) tr.beta[i] = bv, tr.g[i] = gv;
-    }
+  if (blk == 2 * Hk + Hv) {
+    prep_gates(static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), T, Hv, a, b, neg_a, dt_bias, g, beta, tr);
     return;
   }
   const int TB = static_cast<int>(blockDim.x) / kPrepThreads;  // tokens side by side
@@ -263,23 +275,9 @@ __global__ void __launch_bounds__(kPrepThreads * kConvTokens)
       if ((tid & 31) == 0) partial[u][tid >> 5] = p;
       __syncthreads();
       const float r = 1.0f / sqrtf(__fadd_rn(warps_in_order(partial[u], kPrepThreads / 32), 1e-6f));
-      if (live) {
-        const float n = __fmul_rn(y, r);
-        if (blk < Hk) {
-          const int64_t i = static_cast<int64_t>(t) * kd + c;
-          const float qv = __fmul_rn(n, qscale);
-          q[i] = qv;
-          if (tr.q) tr.q[i] = qv;
-        } else {
-          const int64_t i = static_cast<int64_t>(t) * kd + c - kd;
-          k[i] = n;
-          if (tr.k) tr.k[i] = n;
-        }
-      }
+      if (live) prep_store_qk(blk, Hk, kd, c, t, y, r, qscale, q, k, tr);
     } else if (live) {
-      const int64_t i = static_cast<int64_t>(t) * Hv * Dv + c - 2 * kd;
-      v[i] = y;
-      if (tr.v) tr.v[i] = y;
+      prep_store_v(kd, Hv, Dv, c, t, y, v, tr);
     }
   }
   __syncthreads();  // every read of the old conv state is done
