@@ -17,3 +17,22 @@ for k in t["kernels"][:16]:
     print("  %-44s %6.2f a pass %8.1f us a pass %7.2f us each" % (k["name"][:44], k["launches_per_step"], k["us_per_step"], k["us_each"]))
 PY
 }
+# `vb_summary JSON LABEL`: one line of an oracle-fed verification run (model verify-bench --json);
+# `bench_summary JSON LABEL`: one line of a bench run (decode, prefill, % of copy).
+vb_summary() {
+  python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(sys.argv[2], "head %.4f" % d["head_cost_ratio"], " ".join("w%d %.1f [%.1f-%.1f] x%.2f mism %s" % (
+    x["width"], x["tokens_per_s"]["median"], x["tokens_per_s"]["min"], x["tokens_per_s"]["max"], x["speedup_vs_width1"],
+    x.get("oracle_mismatches")) for x in d["widths"]))
+PY
+}
+bench_summary() {
+  python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); r = d["runs"][0]; t = r["decode_tok_s"]; p = r["prefill_tok_s"]
+print("%s: decode %.1f [%.1f-%.1f] prefill %.0f [%.0f-%.0f] %.1f%% of copy %.0f GB/s" % (sys.argv[2], t["median"], t["min"],
+      t["max"], p["median"], p["min"], p["max"], r.get("decode_pct_of_copy_bw", 0), d["machine"].get("copy_bandwidth_gb_s", 0)))
+PY
+}

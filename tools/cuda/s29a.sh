@@ -32,9 +32,8 @@ for cv in tokens loop; do for w in 8 1; do
 done; done
 for r in 1 2; do for cv in tokens loop; do
   left 30 && MERE_CUDA_CONV=$cv MERE_CUDA_QMATVEC=mma timeout 60 $B/mere.run model verify-bench --model $D27 --backend cuda \
-    --widths 1,8,9 --prompt-tokens 128 --passes 8 --reps 3 --json >$OUT/vb-$cv-r$r.json 2>$OUT/vb-$cv-r$r.err && python3 -c "
-import json,sys;d=json.load(open(sys.argv[1]))
-print(sys.argv[2], ' '.join('w%d %.1f [%.1f-%.1f] x%.2f mism %s'%(x['width'],x['tokens_per_s']['median'],x['tokens_per_s']['min'],x['tokens_per_s']['max'],x['speedup_vs_width1'],x.get('oracle_mismatches')) for x in d['widths']))" $OUT/vb-$cv-r$r.json "$cv r$r"
+    --widths 1,8,9 --prompt-tokens 128 --passes 8 --reps 3 --json >$OUT/vb-$cv-r$r.json 2>$OUT/vb-$cv-r$r.err &&
+    vb_summary $OUT/vb-$cv-r$r.json "$cv r$r"
   pack
 done; done
 for g in 27b 35b-a3b; do
@@ -43,9 +42,7 @@ for g in 27b 35b-a3b; do
   [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-$g --bits 4 --group-size 64 --out $d --quiet
   for cv in tokens loop; do
     MERE_CUDA_CONV=$cv timeout 80 $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 3 \
-      --json >$OUT/engine-$g-$cv.json 2>/dev/null && python3 -c "
-import json,sys;d=json.load(open(sys.argv[1]));t=d['runs'][0]['decode_tok_s']
-print('%s %s decode %.1f [%.1f-%.1f]'%(sys.argv[2],sys.argv[3],t['median'],t['min'],t['max']))" $OUT/engine-$g-$cv.json $g $cv
+      --json >$OUT/engine-$g-$cv.json 2>/dev/null && bench_summary $OUT/engine-$g-$cv.json "$g $cv"
   done
   rm -rf $d; pack
 done
