@@ -10,7 +10,7 @@
 #     cuda_check gdn;
 #  2. the 27B width-8 / width-1 verification traces under mma, tokens against loop;
 #  3. 27B verification (mma) w1, 8, 9 and the decode receipts (27B, 35B-A3B), tokens against loop,
-#     alternating, 3 reps each.
+#     alternating, 3 reps each;
 # Prediction: conv_gdn_prepare at width 8 10.6 -> ~3-4 µs a layer (-0.3 ms a 27B width-8 pass, w8
 # 636 -> ~650 tok/s on the H100); width 1 unchanged (4.2 µs).
 LIMIT_DEFAULT=${LIMIT:-400} . tools/cuda/call_prelude.sh
@@ -45,5 +45,13 @@ for g in 27b 35b-a3b; do
       --json >$OUT/engine-$g-$cv.json 2>/dev/null && bench_summary $OUT/engine-$g-$cv.json "$g $cv"
   done
   rm -rf $d; pack
+done
+# 4. ncu of the group-integer matvec at [17408, 5120] with the default per-width shapes (cuda_check
+#    --ncu: launch 1 is T = 1, launch 7 T = 8): sections and per-instruction stall samples, for the next
+#    step on the width-8 matvec (s27b's were of db4, whose T = 8 stalls sat on the weight loads).
+for s in 1 7; do
+  left 50 || break
+  NCU_S=$s NCU_TAG=-w$s timeout 100 bash tools/cuda/engine_run.sh ncusrc 2>&1 | head -12
+  gzip -f $OUT/ncu-qmatvec_gmma-w$s-src.csv; pack
 done
 echo "total $((SECONDS-t0))s"; pack
