@@ -53,7 +53,7 @@ echo "[make_carry] build/carry/bin.tar.xz: $(tar tJf build/carry/bin.tar.xz | tr
 awk -v c="$carry" -v t="$tree" -v l="$limit" \
   'BEGIN {printf "[make_carry] carry %.1f MB + tree %.1f MB = %.1f MB of the %.1f MB a call may send\n", c / 1e6, t / 1e6, (c + t) / 1e6, l / 1e6}'
 if [ $((carry + tree)) -ge $limit ]; then
-  echo "[make_carry] OVER the limit: move models/qwen35-dense-tiny and models/qwen35-moe-tiny out of the tree for the call" \
-    "(and back after it; never 'git commit -a' while they are out)" >&2
+  echo "[make_carry] OVER the limit: move bundled models out of the tree for the call with" \
+    "'tools/cuda/models_aside.sh out [NAME...]' and back after it with '... in' (commit only when they are back)" >&2
   exit 1
 fi

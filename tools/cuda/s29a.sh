@@ -3,8 +3,8 @@
 # conv_gdn_prepare v4 (MERE_CUDA_CONV=tokens: a block runs up to 8 tokens side by side, each channel's
 # conv from its predecessors; s28k's ncu of v3 at width 8: 81 blocks of 4 warps, 0.12 issued a
 # scheduler, 10.9 µs against 4.2 at width 1). Carried: `tools/cuda/make_carry.sh --trace` (mere.run,
-# mere_cuda_check, mere_engine_check, trace/mere.run); move models/qwen35-moe-tiny out of the tree for
-# the call (64 MiB) and back after it. In order of what must not be lost:
+# mere_cuda_check, mere_engine_check, trace/mere.run); `tools/cuda/models_aside.sh out qwen35-moe-tiny`
+# before the call (64 MiB) and `tools/cuda/models_aside.sh in` after it. In order of what must not be lost:
 #  1. engine_check's 0.8B and 35B-A3B geometry sections: the MERE_CUDA_CONV=tokens pairs (decode,
 #     T = 9 verification = two chunks, MTP-head logits bitwise; greedy and MTP vs plain), and
 #     cuda_check gdn;
