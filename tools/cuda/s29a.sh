@@ -9,8 +9,8 @@
 #     T = 9 verification = two chunks, MTP-head logits bitwise; greedy and MTP vs plain), and
 #     cuda_check gdn; forced-depth greedy parity at the 27B (int, mma) and 35B-A3B geometries;
 #  2. the 27B width-8 / width-1 verification traces under mma, tokens against loop;
-#  3. 27B verification (mma) w1, 8, 9 and the decode receipts (27B, 35B-A3B), tokens against loop,
-#     alternating, 3 reps each;
+#  3. 27B verification (mma) w1, 8, 9 and the decode receipts (27B, 35B-A3B), tokens (3 reps) against
+#     loop (5 reps: the receipts when the machine is an H200);
 # Prediction: conv_gdn_prepare at width 8 10.6 -> ~3-4 µs a layer (-0.3 ms a 27B width-8 pass, w8
 # 636 -> ~650 tok/s on the H100); width 1 unchanged (4.2 µs).
 LIMIT_DEFAULT=${LIMIT:-400} . tools/cuda/call_prelude.sh
@@ -50,8 +50,9 @@ for g in 27b 35b-a3b; do
   [ $g = 35b-a3b ] && timeout 90 $B/mere.run model verify-bench --model $d --backend cuda --widths 1 --prompt-tokens 64 \
     --passes 2 --reps 1 --parity-depths 1,3 --json --quiet >$OUT/parity-35b.json 2>$OUT/parity-35b.err &&
     python3 -c "import json,sys;print('35b forced-depth parity:', json.dumps(json.load(open(sys.argv[1])).get('parity')))" $OUT/parity-35b.json
-  for cv in tokens loop; do
-    MERE_CUDA_CONV=$cv timeout 80 $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 3 \
+  for cv in tokens loop; do  # loop (the default) with 5 reps: on an H200 these are issue 6's receipts
+    reps=3; [ $cv = loop ] && reps=5
+    MERE_CUDA_CONV=$cv timeout 80 $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps $reps \
       --json >$OUT/engine-$g-$cv.json 2>/dev/null && bench_summary $OUT/engine-$g-$cv.json "$g $cv"
   done
   rm -rf $d; pack
