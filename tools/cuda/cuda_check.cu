@@ -1279,8 +1279,11 @@ void bench_barrier(CudaDevice& dev) {
   record_bool("grid barrier count back at zero after the benchmark", w[0] == 0, "count " + std::to_string(w[0]));
 }
 
-// A few launches of the 4-bit matvec at [17408, 5120] for a profiler (--ncu): 3 each at T = 1, 4, 8, 9
-// (launches 0-2, 3-5, 6-8, 9-11 of the matvec kernel).
+// A few launches for a profiler (--ncu): the 4-bit matvec at [17408, 5120], 3 each at T = 1, 4, 8, 9
+// (launches 0-2, 3-5, 6-8, 9-11 of the matvec kernel); then the GatedDeltaNet decode kernels at the
+// 27B head geometry (Hk 16, Hv 48, 128-wide heads, K 4), 2 launches each: conv_gdn_prepare's v3
+// (conv_gdn_prepare_kernel) and v4 (conv_gdn_prepare_tokens_kernel) at T = 8, gdn_decode at T = 8
+// then T = 1 (launches 0-1 and 2-3 of gdn_decode_kernel).
 void profile_launches(CudaDevice& dev) {
   QBank bank = make_bank(dev, 17408, 5120, 4, size_t{1} << 30);
   DeviceBuffer x = dev.alloc(9 * 5120 * 4, "x"), ws = dev.alloc(static_cast<size_t>(qmatvec_workspace_floats(9, 5120, 4)) * 4, "ws"),
@@ -1293,6 +1296,23 @@ void profile_launches(CudaDevice& dev) {
     const std::vector<QWeightView>& vs = qmatvec_tiled_weights() ? bank.tviews : bank.views;  // MERE_CUDA_QMATVEC=mma
     for (int r = 0; r < 3; ++r) qmatvec(dev, vs[i++ % vs.size()], ws.as<float>(), T, y.as<float>());
   }
+  const int64_t Hk = 16, Hv = 48, D = 128, K = 4, kd = Hk * D, vd = Hv * D, C = 2 * kd + vd, T = 8;
+  auto buf = [&](int64_t n, uint64_t seed, float lo, float hi, const char* what) {
+    return to_device(dev, random_vec(static_cast<size_t>(n), seed, lo, hi), what);
+  };
+  DeviceBuffer S = buf(vd * D, 11, -0.5f, 0.5f, "S"), cst = buf((K - 1) * C, 12, -1.0f, 1.0f, "conv state"),
+               cw = buf(C * K, 13, -0.7f, 0.7f, "conv w"), raw = buf(T * C, 14, -2.0f, 2.0f, "raw"),
+               a = buf(T * Hv, 15, -2.0f, 2.0f, "a"), b = buf(T * Hv, 16, -2.0f, 2.0f, "b"),
+               na = buf(Hv, 17, -1.5f, -0.1f, "neg_a"), dt = buf(Hv, 18, -1.0f, 1.0f, "dt_bias");
+  DeviceBuffer q = dev.alloc(T * kd * 4, "q"), k = dev.alloc(T * kd * 4, "k"), v = dev.alloc(T * vd * 4, "v"),
+               g = dev.alloc(T * Hv * 4, "g"), beta = dev.alloc(T * Hv * 4, "beta"), o = dev.alloc(T * vd * 4, "o");
+  for (bool tokens : {false, false, true, true})
+    k::conv_gdn_prepare(dev.stream(), cst.as<float>(), cw.as<float>(), raw.as<float>(), T, K, a.as<float>(),
+                        b.as<float>(), na.as<float>(), dt.as<float>(), Hk, D, Hv, D, q.as<float>(), k.as<float>(),
+                        v.as<float>(), g.as<float>(), beta.as<float>(), {}, tokens);
+  for (int64_t t : {T, T, int64_t{1}, int64_t{1}})
+    gdn_decode(dev, S.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), g.as<float>(), beta.as<float>(), t, Hk,
+               Hv, D, D, o.as<float>());
   dev.synchronize("profile");
 }
 

@@ -65,4 +65,11 @@ for s in 1 7; do
   NCU_S=$s NCU_TAG=-w$s timeout 100 bash tools/cuda/engine_run.sh ncusrc 2>&1 | head -12
   gzip -f $OUT/ncu-qmatvec_gmma-w$s-src.csv; pack
 done
+# 5. the same for the GatedDeltaNet decode kernels at T = 8 (cuda_check --ncu's launches after the
+#    matvec's): conv_gdn_prepare v3 and v4, gdn_decode
+for kk in conv_gdn_prepare_kernel conv_gdn_prepare_tokens gdn_decode_kernel; do
+  left 50 || break
+  NCU_K=$kk NCU_S=0 timeout 100 bash tools/cuda/engine_run.sh ncusrc 2>&1 | head -12
+  gzip -f $OUT/ncu-$kk-src.csv; pack
+done
 echo "total $((SECONDS-t0))s"; pack
