@@ -29,6 +29,17 @@ for mv in int mma; do
     --prompt-tokens 64 --passes 2 --reps 1 --parity-depths 1,4,7 --json --quiet >$OUT/parity-27b-$mv.json 2>$OUT/parity-27b-$mv.err &&
     python3 -c "import json,sys;print('27b $mv forced-depth parity:', json.dumps(json.load(open(sys.argv[1])).get('parity')))" $OUT/parity-27b-$mv.json
 done; pack
+# issue 7 on CUDA with the bundled dense model (the MoE one is out of the tree: 64 MiB): the five
+# workloads, baseline / adaptive / forced, 256 tokens, 3 reps; the harness checks greedy parity (exit 6)
+left 60 && { timeout 120 $B/mere.run model benchmark --model models/qwen35-dense-tiny --backend cuda \
+    --variants baseline,adaptive,forced --tokens 256 --repetitions 3 --quiet --json >$OUT/mb-dense.json 2>$OUT/mb-dense.err
+  echo "model benchmark dense rc=$?"; python3 - $OUT/mb-dense.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for s in d.get("scenarios", []):
+    print(" ", s.get("name"), "speedups", json.dumps(s.get("speedups")), "parity mismatches", len(s.get("parityMismatches", [])))
+PY
+  pack; }
 for cv in tokens loop; do for w in 8 1; do
   left 30 && MERE_CUDA_CONV=$cv MERE_CUDA_QMATVEC=mma MERE_CUDA_GRAPH=0 MERE_CUDA_TRACE_OUT=$OUT/trace-$cv-w$w.json \
     MERE_CUDA_TRACE_ROWS=$w MERE_CUDA_TRACE_STEPS=8 timeout 40 $BT/mere.run model verify-bench --model $D27 --backend cuda \
