@@ -11,9 +11,11 @@
 #  2. the 27B width-8 / width-1 verification traces under mma, tokens against loop;
 #  3. 27B verification (mma) w1, 8, 9 and the decode receipts (27B, 35B-A3B), tokens (3 reps) against
 #     loop (5 reps: the receipts when the machine is an H200);
+#  4, 5. ncu of the matvec and the GDN kernels (below); LIMIT 560 (~600 s of work: the tail is what the
+#     `left` checks drop first). Run it with the call's timeout at 600.
 # Prediction: conv_gdn_prepare at width 8 10.6 -> ~3-4 µs a layer (-0.3 ms a 27B width-8 pass, w8
 # 636 -> ~650 tok/s on the H100); width 1 unchanged (4.2 µs).
-LIMIT_DEFAULT=${LIMIT:-400} . tools/cuda/call_prelude.sh
+LIMIT_DEFAULT=${LIMIT:-560} . tools/cuda/call_prelude.sh
 export BT=$B/trace D27=/tmp/synth-27b
 timeout -k 5 30 $B/mere_cuda_check --only gdn --no-bench >$OUT/cc-gdn.log 2>&1; echo "cuda_check gdn rc=$?"; grep -h "checks:" $OUT/cc-gdn.log
 for sec in "0.8b geometry" "35b-a3b geometry"; do
