@@ -18,7 +18,8 @@ for k in t["kernels"][:16]:
 PY
 }
 # `vb_summary JSON LABEL`: one line of an oracle-fed verification run (model verify-bench --json);
-# `bench_summary JSON LABEL`: one line of a bench run (decode, prefill, % of copy).
+# `bench_summary JSON LABEL`: one line of a bench run (decode, prefill, % of copy);
+# `parity_summary JSON LABEL`: verify-bench's forced-depth greedy parity (--parity-depths).
 vb_summary() {
   python3 - "$@" <<'PY'
 import json, sys
@@ -35,4 +36,7 @@ d = json.load(open(sys.argv[1])); r = d["runs"][0]; t = r["decode_tok_s"]; p = r
 print("%s: decode %.1f [%.1f-%.1f] prefill %.0f [%.0f-%.0f] %.1f%% of copy %.0f GB/s" % (sys.argv[2], t["median"], t["min"],
       t["max"], p["median"], p["min"], p["max"], r.get("decode_pct_of_copy_bw", 0), d["machine"].get("copy_bandwidth_gb_s", 0)))
 PY
+}
+parity_summary() {
+  python3 -c "import json, sys; print(sys.argv[2], 'forced-depth parity:', json.dumps(json.load(open(sys.argv[1])).get('parity')))" "$@"
 }

@@ -14,17 +14,15 @@ for g in 35b-a3b 27b; do
   left 90 || break
   $B/mere.run model synth --geometry qwen3.5-$g --bits 4 --group-size 64 --out $d --quiet
   timeout 100 $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 5 --json \
-    >$OUT/engine-$g-s28d.json 2>$OUT/bench-$g.log && python3 -c "
-import json,sys;d=json.load(open(sys.argv[1]));r=d['runs'][0];t=r['decode_tok_s'];p=r['prefill_tok_s']
-print('receipt %s: decode %.1f [%.1f-%.1f] prefill %.0f [%.0f-%.0f] %.1f%% of copy %.0f GB/s'%(sys.argv[2],t['median'],t['min'],t['max'],p['median'],p['min'],p['max'],r.get('decode_pct_of_copy_bw',0),d['machine'].get('copy_bandwidth_gb_s',0)))" $OUT/engine-$g-s28d.json $g
+    >$OUT/engine-$g-s28d.json 2>$OUT/bench-$g.log &&
+    bench_summary $OUT/engine-$g-s28d.json "receipt $g"
   [ $g = 27b ] || rm -rf $d; pack
 done
 for v in int mma mma-db4; do
   case $v in int) e="MERE_CUDA_QMATVEC=int";; mma) e="MERE_CUDA_QMATVEC=mma";; *) e="MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4";; esac
   left 50 && env $e timeout 90 $B/mere.run model verify-bench --model $D27 --backend cuda --widths 1,4,8,9 --prompt-tokens 128 \
-    --passes 8 --reps 5 --json >$OUT/vb-$v.json 2>$OUT/vb-$v.err && python3 -c "
-import json,sys;d=json.load(open(sys.argv[1]))
-print(sys.argv[2], 'head %.4f'%d['head_cost_ratio'], ' '.join('w%d %.1f [%.1f-%.1f] x%.2f mism %s'%(x['width'],x['tokens_per_s']['median'],x['tokens_per_s']['min'],x['tokens_per_s']['max'],x['speedup_vs_width1'],x.get('oracle_mismatches')) for x in d['widths']))" $OUT/vb-$v.json $v
+    --passes 8 --reps 5 --json >$OUT/vb-$v.json 2>$OUT/vb-$v.err &&
+    vb_summary $OUT/vb-$v.json $v
   pack
 done
 for w in 8 1; do

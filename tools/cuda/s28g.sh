@@ -32,18 +32,16 @@ for g in 35b-a3b 27b; do
   for v in new old; do
     bb=$B; reps=5; [ $v = old ] && { bb=$B/old; reps=3; }
     timeout 100 $bb/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps $reps --json \
-      >$OUT/engine-$g-$v.json 2>$OUT/bench-$g-$v.log && python3 -c "
-import json,sys;d=json.load(open(sys.argv[1]));r=d['runs'][0];t=r['decode_tok_s'];p=r['prefill_tok_s']
-print('%s %s: decode %.1f [%.1f-%.1f] prefill %.0f [%.0f-%.0f] %.1f%% of copy %.0f GB/s'%(sys.argv[2],sys.argv[3],t['median'],t['min'],t['max'],p['median'],p['min'],p['max'],r.get('decode_pct_of_copy_bw',0),d['machine'].get('copy_bandwidth_gb_s',0)))" $OUT/engine-$g-$v.json $g $v
+      >$OUT/engine-$g-$v.json 2>$OUT/bench-$g-$v.log &&
+      bench_summary $OUT/engine-$g-$v.json "$g $v"
   done
   [ $g = 27b ] || rm -rf $d; pack
 done
 for v in mma int mma-db4; do
   case $v in int) e="MERE_CUDA_QMATVEC=int";; mma) e="MERE_CUDA_QMATVEC=mma";; *) e="MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=db4";; esac
   left 40 && env $e timeout 90 $B/mere.run model verify-bench --model $D27 --backend cuda --widths 1,4,8,9 --prompt-tokens 128 \
-    --passes 8 --reps 5 --json >$OUT/vb-$v.json 2>$OUT/vb-$v.err && python3 -c "
-import json,sys;d=json.load(open(sys.argv[1]))
-print(sys.argv[2], 'head %.4f'%d['head_cost_ratio'], ' '.join('w%d %.1f [%.1f-%.1f] x%.2f mism %s'%(x['width'],x['tokens_per_s']['median'],x['tokens_per_s']['min'],x['tokens_per_s']['max'],x['speedup_vs_width1'],x.get('oracle_mismatches')) for x in d['widths']))" $OUT/vb-$v.json $v
+    --passes 8 --reps 5 --json >$OUT/vb-$v.json 2>$OUT/vb-$v.err &&
+    vb_summary $OUT/vb-$v.json $v
   pack
 done
 rm -rf $D27; echo "total $((SECONDS-t0))s"; pack

@@ -14,9 +14,8 @@ for v in base lb3 lb3-w24 base-w24 lb3-w20; do
   bb=$B; e="MERE_CUDA_QMATVEC=mma"
   case $v in base) bb=$B/base;; base-w24) bb=$B/base; e="$e MERE_CUDA_GM_WARPS=24";; lb3-w24) e="$e MERE_CUDA_GM_WARPS=24";; lb3-w20) e="$e MERE_CUDA_GM_WARPS=20";; esac
   left 40 && env $e timeout 90 $bb/mere.run model verify-bench --model $D27 --backend cuda --widths 1,4,8,9 --prompt-tokens 128 \
-    --passes 8 --reps 3 --json >$OUT/vb-$v.json 2>$OUT/vb-$v.err && python3 -c "
-import json,sys;d=json.load(open(sys.argv[1]))
-print(sys.argv[2], 'head %.4f'%d['head_cost_ratio'], ' '.join('w%d %.1f [%.1f-%.1f] x%.2f mism %s'%(x['width'],x['tokens_per_s']['median'],x['tokens_per_s']['min'],x['tokens_per_s']['max'],x['speedup_vs_width1'],x.get('oracle_mismatches')) for x in d['widths']))" $OUT/vb-$v.json $v
+    --passes 8 --reps 3 --json >$OUT/vb-$v.json 2>$OUT/vb-$v.err &&
+    vb_summary $OUT/vb-$v.json $v
   pack
 done
 left 40 && { timeout -k 5 120 $B/mere_cuda_check --only qmatvec --no-bench >$OUT/cc-qmatvec.log 2>&1

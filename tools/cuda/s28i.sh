@@ -11,9 +11,8 @@ export D27=/tmp/synth-27b
 $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
 for v in ring db4 width; do
   left 40 && MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=$v timeout 90 $B/mere.run model verify-bench --model $D27 --backend cuda \
-    --widths 1,4,8,9 --prompt-tokens 128 --passes 8 --reps 5 --json >$OUT/vb-$v.json 2>$OUT/vb-$v.err && python3 -c "
-import json,sys;d=json.load(open(sys.argv[1]))
-print(sys.argv[2], 'head %.4f'%d['head_cost_ratio'], ' '.join('w%d %.1f [%.1f-%.1f] x%.2f mism %s'%(x['width'],x['tokens_per_s']['median'],x['tokens_per_s']['min'],x['tokens_per_s']['max'],x['speedup_vs_width1'],x.get('oracle_mismatches')) for x in d['widths']))" $OUT/vb-$v.json $v
+    --widths 1,4,8,9 --prompt-tokens 128 --passes 8 --reps 5 --json >$OUT/vb-$v.json 2>$OUT/vb-$v.err &&
+    vb_summary $OUT/vb-$v.json $v
   pack
 done
 rm -rf $D27

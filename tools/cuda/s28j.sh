@@ -12,9 +12,8 @@ echo "engine_check dense mma width rc=$?"; grep -E "FAIL|invariance|CUDA\+MTP|en
 $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
 for r in 1 2; do for v in width db4 ring; do
   left 30 && MERE_CUDA_QMATVEC=mma MERE_CUDA_GM=$v timeout 90 $B/mere.run model verify-bench --model $D27 --backend cuda \
-    --widths 1,4,8,9 --prompt-tokens 128 --passes 8 --reps 5 --json >$OUT/vb-$v-r$r.json 2>$OUT/vb-$v-r$r.err && python3 -c "
-import json,sys;d=json.load(open(sys.argv[1]))
-print(sys.argv[2], 'head %.4f'%d['head_cost_ratio'], ' '.join('w%d %.1f [%.1f-%.1f] x%.2f mism %s'%(x['width'],x['tokens_per_s']['median'],x['tokens_per_s']['min'],x['tokens_per_s']['max'],x['speedup_vs_width1'],x.get('oracle_mismatches')) for x in d['widths']))" $OUT/vb-$v-r$r.json "$v r$r"
+    --widths 1,4,8,9 --prompt-tokens 128 --passes 8 --reps 5 --json >$OUT/vb-$v-r$r.json 2>$OUT/vb-$v-r$r.err &&
+    vb_summary $OUT/vb-$v-r$r.json "$v r$r"
   pack
 done; done
 rm -rf $D27; echo "total $((SECONDS-t0))s"; pack

@@ -29,7 +29,7 @@ $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D
 for mv in int mma; do
   left 60 && MERE_CUDA_QMATVEC=$mv timeout 90 $B/mere.run model verify-bench --model $D27 --backend cuda --widths 1 \
     --prompt-tokens 64 --passes 2 --reps 1 --parity-depths 1,4,7 --json --quiet >$OUT/parity-27b-$mv.json 2>$OUT/parity-27b-$mv.err &&
-    python3 -c "import json,sys;print('27b $mv forced-depth parity:', json.dumps(json.load(open(sys.argv[1])).get('parity')))" $OUT/parity-27b-$mv.json
+    parity_summary $OUT/parity-27b-$mv.json "27b $mv"
 done; pack
 # issue 7 on CUDA with the bundled dense model (the MoE one is out of the tree: 64 MiB): the five
 # workloads, baseline / adaptive / forced, 256 tokens, 3 reps; the harness checks greedy parity (exit 6)
@@ -62,7 +62,7 @@ for g in 27b 35b-a3b; do
   [ -d $d ] || $B/mere.run model synth --geometry qwen3.5-$g --bits 4 --group-size 64 --out $d --quiet
   [ $g = 35b-a3b ] && timeout 90 $B/mere.run model verify-bench --model $d --backend cuda --widths 1 --prompt-tokens 64 \
     --passes 2 --reps 1 --parity-depths 1,3 --json --quiet >$OUT/parity-35b.json 2>$OUT/parity-35b.err &&
-    python3 -c "import json,sys;print('35b forced-depth parity:', json.dumps(json.load(open(sys.argv[1])).get('parity')))" $OUT/parity-35b.json
+    parity_summary $OUT/parity-35b.json 35b
   for cv in tokens loop; do  # loop (the default) with 5 reps: on an H200 these are issue 6's receipts
     reps=3; [ $cv = loop ] && reps=5
     MERE_CUDA_CONV=$cv timeout 80 $B/mere.run bench --model $d --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps $reps \
