@@ -38,7 +38,8 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
   moe_route_fused_ = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate"}) != 1;
   step_norm_fused_ = env_choice("MERE_CUDA_STEP_NORM", {"fused", "separate"}) == 0;
-  conv_tokens_ = env_choice("MERE_CUDA_CONV", {"tokens", "loop"}) == 0;
+  const int conv = env_choice("MERE_CUDA_CONV", {"width", "tokens", "loop"});
+  conv_mode_ = conv == 1 ? ConvMode::Tokens : conv == 2 ? ConvMode::Loop : ConvMode::Width;
   attn_combine_v2_ = env_choice("MERE_CUDA_ATTN_COMBINE", {"v1", "v2"}) != 0;
   argmax_split_ = env_choice("MERE_CUDA_ARGMAX", {"block", "split"}) != 0;
   embed_ = arena_.upload(w.embed, "embed_tokens");

@@ -156,10 +156,12 @@ class CudaEngine final : public DeviceEngine {
   // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or
   // separate: two launches (the default until a GPU run has checked and measured it). Read at load.
   bool step_norm_fused_ = false;
-  // MERE_CUDA_CONV=tokens: with fusion, conv_gdn_prepare's v4 kernel (a block runs up to 8 tokens side
-  // by side; the same bits by construction); unset or loop: v3 (a block's tokens one after another),
-  // the default until a GPU run has checked and measured v4 (docs/cuda-kernels.md §5.15). Read at load.
-  bool conv_tokens_ = false;
+  // MERE_CUDA_CONV, with fusion: conv_gdn_prepare's v3 (a block's tokens one after another; `loop`) or
+  // v4 (a block runs up to 8 tokens side by side; `tokens`), the same bits by construction; unset or
+  // `width`: v3 for a decode step, v4 for wider passes (H100 s29a: v4 at width 8 6.3 against 10.4 µs a
+  // layer, v3 at width 1 4.2 against 4.7; docs/cuda-kernels.md §5.15). Read at load.
+  enum class ConvMode { Width, Tokens, Loop };
+  ConvMode conv_mode_ = ConvMode::Width;
   // MERE_CUDA_ATTN_COMBINE: unset or v2: the decode attention's span merge as attn_combine_v2_kernel
   // (the same bits; H100 s25a: 35B-A3B decode +1.5%, 27B +0.7-1.0%); v1: attn_combine_kernel. Read at load.
   bool attn_combine_v2_ = true;

@@ -133,7 +133,7 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
   }
   if (one_launch) {  // one launch, the same bits; a traced pass's copies are stored by it too
     k::conv_gdn_prepare(s, st.conv(li), g.conv, raw_, T, K, ga_, gb_, g.neg_a, g.dt_bias, Hk, Dk, Hv, Dv, gq_, gk_,
-                        gv_, gg_, gbeta_, tr, conv_tokens_);
+                        gv_, gg_, gbeta_, tr, conv_mode_ == ConvMode::Tokens || (conv_mode_ == ConvMode::Width && T > 1));
   } else {
     k::conv_silu(s, st.conv(li), g.conv, raw_, T, C, K, mixed_);
     k::gdn_prepare(s, mixed_, ga_, gb_, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, gq_, gk_, gv_, gg_, gbeta_);

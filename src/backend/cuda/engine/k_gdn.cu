@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kPrepThreads)
     for (int j = 0; j < K - 1; ++j) state[static_cast<int64_t>(j) * C + c] = hist[j];
 }
 
-// conv_gdn_prepare v4 (session 28, MERE_CUDA_CONV=tokens; built, not yet run on a GPU): the same
+// conv_gdn_prepare v4 (session 28; the default for passes of more than one token since session 29): the same
 // blocks and outputs, but a block has kPrepThreads threads for each of TB = min(T, kConvTokens)
 // tokens; thread (u, i) computes channel i's conv output of token t = t0 + u (t0 = 0, TB, ..) straight
 // from its K - 1 predecessors (raw rows, or the conv state before the first token), so a chunk's
@@ -234,7 +234,8 @@ __global__ void __launch_bounds__(kPrepThreads)
 // chunk (token u's sum in block_sum's order: its 4 warps' butterflies, added in warp order). Every
 // output is v1's arithmetic on v1's values. The new conv state is written after a barrier by the
 // u = 0 threads, after every read of the old one. It stands beside v3 (the gates and the stores
-// shared) until a measurement decides which stays. Why: v3 at width 8 ran 81 blocks of 4 warps at
+// shared): v3 stays for the decode step, where it is faster (H100 s29a: 4.2 against 4.7 µs), v4 runs
+// the wider passes (6.3 against 10.4 µs at width 8). Why: v3 at width 8 ran 81 blocks of 4 warps at
 // 0.12 issued a scheduler, 10.9 µs against 4.2 at width 1 (ncu, bench/cuda/s28/h100-o).
 constexpr int kConvTokens = 8;  // tokens a block runs side by side (kPrepThreads x 8 = 1,024 threads)
 __global__ void __launch_bounds__(kPrepThreads * kConvTokens)

@@ -92,7 +92,7 @@ bool conv_gdn_prepare_supported(int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, 
 struct GdnTraceOut {
   float *raw = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr;
 };
-// side_by_side: v4's kernel (a block runs up to 8 tokens side by side; MERE_CUDA_CONV=tokens), the
+// side_by_side: v4's kernel (a block runs up to 8 tokens side by side; the engine's choice for T > 1), the
 // same outputs and conv state bitwise; else v3's (a block's tokens one after another).
 void conv_gdn_prepare(cudaStream_t s, float* state, const float* w, const float* raw, int64_t T, int64_t K,
                       const float* a, const float* b, const float* neg_a, const float* dt_bias, int64_t Hk, int64_t Dk,
