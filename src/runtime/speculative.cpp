@@ -85,15 +85,20 @@ CostTable calibrate(const Qwen35Model& m, const SequenceMemory& mem, std::span<c
 
 // One round's timings into the table: the width-w verification pass, the catch-up head pass of
 // `conf_rows` rows (skipped when wider than the table: the first round after the prompt) and the
-// chained single-row head steps.
+// chained single-row head steps. A negative time is left out: a pass a device backend captured into
+// a graph this round (its first of that kind in the request) costs several replays, and one such
+// sample in the average once pushed the bundled models' CUDA requests to zero depth for good
+// (session 29, bench/cuda/s29/h100-b).
 void refine(const Qwen35Model& m, int width, double verify_s, int64_t conf_rows, double conf_s, int chained,
             double chained_s) {
   std::lock_guard<std::mutex> lock(g_cost_mu);
   CostTable& t = g_costs[&m];
-  auto ema = [](double& v, double x) { v = 0.8 * v + 0.2 * x; };
+  auto ema = [](double& v, double x) {
+    if (x >= 0) v = 0.8 * v + 0.2 * x;
+  };
   if (width < static_cast<int>(t.verify.size())) ema(t.verify[static_cast<size_t>(width)], verify_s);
   if (conf_rows >= 1 && conf_rows < static_cast<int64_t>(t.head.size())) ema(t.head[static_cast<size_t>(conf_rows)], conf_s);
-  if (chained > 0 && t.head.size() > 1) ema(t.head[1], chained_s / chained);
+  if (chained > 0 && t.head.size() > 1) ema(t.head[1], chained_s < 0 ? -1.0 : chained_s / chained);
 }
 
 class Round {
@@ -151,6 +156,9 @@ class Round {
   bool finished() const { return finished_; }
 
  private:
+  // graphs the device backend has captured for this request so far (0 on the CPU)
+  uint64_t captures() const { return mem_.device() ? mem_.device()->captures : 0; }
+
   int32_t sample_target(const std::vector<float>& row) {
     return sampler_.sample(row, TokenHistory{req_.prompt, gen_}, rng_);
   }
@@ -224,8 +232,13 @@ class Round {
     std::vector<TokenDistribution> q(static_cast<size_t>(d));
     std::vector<float> m_prev(mh.end() - H_, mh.end()), m_next(static_cast<size_t>(H_));
     double conf_s = 0;  // the catch-up pass and the first draft's sampling
+    const uint64_t cap_conf = captures();
+    uint64_t cap_chain = cap_conf;
     for (int j = 0; j < d; ++j) {
-      if (j == 1) conf_s = seconds_since(t0);
+      if (j == 1) {
+        conf_s = seconds_since(t0);
+        cap_chain = captures();
+      }
       if (j > 0) {
         m_.mtp_forward(m_prev.data(), &drafts[static_cast<size_t>(j - 1)], 1, mem_, m_next.data(), ql.data(), LogitsMode::Last);
         m_prev.swap(m_next);
@@ -239,7 +252,11 @@ class Round {
     }
     mem_.mtp_kv().truncate(mtp_confirmed);  // drop the speculative chain rows
     const double head_s = seconds_since(t0);
-    if (d == 1) conf_s = head_s;
+    if (d == 1) {
+      conf_s = head_s;
+      cap_chain = captures();
+    }
+    const bool conf_captured = cap_chain != cap_conf, chain_captured = captures() != cap_chain;
     if (prof) a.draft_seconds += head_s;
 
     // ---- verify [x, d1..dd] in one pass (recurrent GatedDeltaNet, traced for replay)
@@ -259,11 +276,13 @@ class Round {
     fo.gdn = ForwardOptions::Gdn::Recurrent;
     fo.trace = &trace;
     fo.row_argmax = ids_only ? vargs.data() : nullptr;
+    const uint64_t cap_verify = captures();
     m_.forward(row_ids.data(), d + 1, mem_, vh.data(), ids_only ? nullptr : vl.data(),
                ids_only ? LogitsMode::None : LogitsMode::All, fo);
     const double verify_s = seconds_since(t1);
     if (prof) a.verify_seconds += verify_s;
-    refine(m_, d + 1, verify_s, n_conf, conf_s, d - 1, head_s - conf_s);
+    refine(m_, d + 1, captures() != cap_verify ? -1.0 : verify_s, n_conf, conf_captured ? -1.0 : conf_s, d - 1,
+           chain_captured ? -1.0 : head_s - conf_s);
 
     // ---- accept
     auto t2 = Clock::now();

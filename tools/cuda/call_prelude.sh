@@ -1,9 +1,10 @@
 # Sourced by the per-session device-call scripts (tools/cuda/s*.sh), in the repo root on the GPU
 # machine: unpacks the carried binaries (build/carry/bin.tar.xz) into $B, works in $OUT = /tmp/o and
-# packs it into the tool's own $OUT ($R/x.tgz) with `pack`, records the GPU, and gives `left N`:
+# packs it into the tool's own $OUT ($R/x.tgz) with `pack` (CARRY names another tarball of the same
+# layout, e.g. mere.run alone when both bundled models must travel), records the GPU, and gives `left N`:
 # true while N more seconds fit in LIMIT (default $LIMIT_DEFAULT, else 540), and `trace_summary JSON LABEL`:
 # the first 16 kernels of a kernel-trace summary (MERE_CUDA_TRACE_OUT) of verification passes.
-R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf build/carry/bin.tar.xz -C $B
+R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf ${CARRY:-build/carry/bin.tar.xz} -C $B
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
 t0=$SECONDS; LIMIT=${LIMIT:-${LIMIT_DEFAULT:-540}}
 left() { [ $((SECONDS - t0 + $1)) -lt $LIMIT ]; }

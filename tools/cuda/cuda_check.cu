@@ -726,15 +726,17 @@ void check_gdn_mid(CudaDevice& dev) {
 }
 
 void check_gdn(CudaDevice& dev) {
-  struct Case { int64_t Hk, Hv, T; };
-  const Case cases[] = {{16, 48, 1}, {16, 48, 4}, {16, 32, 1}, {16, 32, 9}, {2, 2, 3}, {1, 3, 2}};
+  // D = 128: every Qwen3.5 size; D = 64: the bundled tiny models (two S rows a warp)
+  struct Case { int64_t Hk, Hv, T, D; };
+  const Case cases[] = {{16, 48, 1, 128}, {16, 48, 4, 128}, {16, 32, 1, 128}, {16, 32, 9, 128}, {2, 2, 3, 128},
+                        {1, 3, 2, 128},   {2, 4, 1, 64},    {2, 4, 3, 64},    {2, 4, 9, 64},     {1, 3, 2, 64}};
   int ci = 0;
   for (const auto& c : cases) {
-    const int64_t D = 128;
+    const int64_t D = c.D;
     auto S = random_vec(static_cast<size_t>(c.Hv * D * D), 700 + ci, -0.5f, 0.5f);
     auto q = random_vec(static_cast<size_t>(c.T * c.Hk * D), 710 + ci);
     auto k = random_vec(static_cast<size_t>(c.T * c.Hk * D), 720 + ci);
-    l2n_rows(q, c.T * c.Hk, D, 1.0f / std::sqrt(128.0f));
+    l2n_rows(q, c.T * c.Hk, D, 1.0f / std::sqrt(static_cast<float>(D)));
     l2n_rows(k, c.T * c.Hk, D, 1.0f);
     auto v = random_vec(static_cast<size_t>(c.T * c.Hv * D), 730 + ci);
     auto g = random_vec(static_cast<size_t>(c.T * c.Hv), 740 + ci, -3.0f, -0.01f);
@@ -747,6 +749,15 @@ void check_gdn(CudaDevice& dev) {
                c.Hk, c.Hv, D, D, dout.as<float>());
     const auto got_o = from_device<float>(dev, dout, v.size());
     const auto got_S = from_device<float>(dev, dS, S.size());
+    // the same tokens one call each (a decode step a token): bitwise the T-token call's o and S
+    DeviceBuffer dS1 = to_device(dev, S, "S"), dout1 = dev.alloc(v.size() * 4, "o");
+    poison(dev, dout1);
+    for (int64_t t = 0; t < c.T; ++t)
+      gdn_decode(dev, dS1.as<float>(), dq.as<float>() + t * c.Hk * D, dk.as<float>() + t * c.Hk * D,
+                 dv.as<float>() + t * c.Hv * D, dg.as<float>() + t * c.Hv, db.as<float>() + t * c.Hv, 1, c.Hk, c.Hv, D,
+                 D, dout1.as<float>() + t * c.Hv * D);
+    const auto one_o = from_device<float>(dev, dout1, v.size());
+    const auto one_S = from_device<float>(dev, dS1, S.size());
     // reference: gdn_step per token and value head
     std::vector<float> ref_o(v.size());
     const int64_t rep = c.Hv / c.Hk;
@@ -756,9 +767,13 @@ void check_gdn(CudaDevice& dev) {
                       v.data() + (t * c.Hv + h) * D, g[t * c.Hv + h], beta[t * c.Hv + h], D, D,
                       ref_o.data() + (t * c.Hv + h) * D);
     const std::string tag = "gdn_decode[Hk=" + std::to_string(c.Hk) + ",Hv=" + std::to_string(c.Hv) + ",T=" +
-                            std::to_string(c.T) + "]";
+                            std::to_string(c.T) + ",D=" + std::to_string(D) + "]";
     record(tag + " o vs ops::gdn_step", compare(got_o.data(), ref_o.data(), ref_o.size(), 1e-5, 1e-4), 1e-10);
     record(tag + " S vs ops::gdn_step", compare(got_S.data(), S.data(), S.size(), 1e-5, 1e-4), 1e-10);
+    const bool same = std::memcmp(one_o.data(), got_o.data(), got_o.size() * 4) == 0 &&
+                      std::memcmp(one_S.data(), got_S.data(), got_S.size() * 4) == 0;
+    record_bool(tag + " o and S bitwise vs " + std::to_string(c.T) + " single-token calls", same,
+                same ? "bitwise" : "MISMATCH");
     ++ci;
   }
   check_gdn_step_norm(dev);

@@ -18,7 +18,7 @@
 //     (T = 9) logits and MTP-head logits bitwise equal, greedy 64 tokens (plain and MTP) equal; the
 //     4-bit dense copy's fused decode logits also against the CPU reference (NMSE <= 1e-10).
 //  6. The same pairs for the other switches that must not change a bit (MoE routing and block, the
-//     argmax forms, the GDN block, the step + norm launch, the attention merge, MERE_CUDA_CONV=tokens)
+//     argmax forms, the GDN block, the step + norm launch, the attention merge, MERE_CUDA_CONV=tokens and loop)
 //     on the bundled MoE and random 4-bit checkpoints of the 35B-A3B (4 layers) and 0.8B geometries;
 //     every pair also holds each engine's MTP generation to its own plain one (exactness).
 // Prints one line per check and a summary; exit status 1 when any check fails.
@@ -599,12 +599,11 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_BLOCK", "on", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_ARGMAX", "block", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-moe-tiny");
-    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_CONV", "tokens", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_CONV", "loop", false, "qwen35-moe-tiny");
     fs::remove_all(dir);
   });
-  // The bundled models' linear-attention heads are 64 wide, so their GatedDeltaNet runs on the
-  // generic step; the 128-wide decode kernels (gdn_decode, the step + gated norm launch) need a
-  // real head geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny
+  // The bundled models' linear-attention heads are 64 wide (gdn_decode's half-warp rows); the
+  // 128-wide kernels (gdn_decode's warp rows, the step + gated norm launch) need a real head geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny
   // model's fixture; no CPU comparison: random weights, the pairs are what is checked)
   guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion, GDN step + gated norm, GDN block, conv tokens", [&] {
     const std::string dir = synth_q4(geometry_preset("qwen3.5-0.8b"), 15, "mere-engine-check-0.8b-q4");
@@ -613,6 +612,7 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_ATTN_COMBINE", "v1", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_CONV", "tokens", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_CONV", "loop", false, "qwen35-dense-tiny");
     prefill_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {

@@ -1,6 +1,6 @@
 // GatedDeltaNet decode kernel (gdn.h). Memory-bound on the state: Hv*Dv*Dk*4 bytes read and
 // written once per call whatever T is. 8 warps a block, one S row (128 floats, a float4 a lane)
-// per warp, dot products by butterfly shuffles.
+// per warp (64-float rows: two a warp), dot products by butterfly shuffles.
 #include "backend/cuda/gdn.h"
 
 #include "backend/cuda/cuda_check.h"
@@ -10,31 +10,38 @@
 namespace mere::cuda {
 namespace {
 
-using gdn::kD;
 constexpr int kWarps = 8;
 
+// D = 128: a warp a row; D = 64: two rows a warp (gdn_step.cuh). Hv * D rows fill whole blocks
+// (8 warps = 8 or 16 rows, Hv * D a multiple of 64).
+template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     gdn_decode_kernel(float* __restrict__ S, const float* __restrict__ q, const float* __restrict__ k,
                       const float* __restrict__ v, const float* __restrict__ g, const float* __restrict__ beta, int T,
                       int Hk, int Hv, float* __restrict__ o) {
   pdl_begin();
-  const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);  // h * Dv + i
-  if (row >= Hv * kD) return;
-  gdn::row_step(S, q, k, v, g, beta, T, Hk, Hv, row, threadIdx.x & 31, o);
+  constexpr int L = gdn::kRowLanes<D>;
+  const int row = blockIdx.x * (kWarps * 32 / L) + static_cast<int>(threadIdx.x) / L;  // h * Dv + i
+  if (row >= Hv * D) return;  // never splits a warp: whole blocks
+  gdn::row_step<false, D>(S, q, k, v, g, beta, T, Hk, Hv, row, static_cast<int>(threadIdx.x) % L, o);
 }
 
 }  // namespace
 
+bool gdn_decode_supported(int64_t Dk, int64_t Dv) { return Dk == Dv && (Dk == 128 || Dk == 64); }
+
 void gdn_decode(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                 const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o) {
-  MERE_CHECK(Dk == kD && Dv == kD, "cuda gdn_decode", "head size: expected Dk = Dv = 128, got Dk = ", Dk, ", Dv = ", Dv);
+  MERE_CHECK(gdn_decode_supported(Dk, Dv), "cuda gdn_decode", "head size: expected Dk = Dv = 128 or 64, got Dk = ", Dk,
+             ", Dv = ", Dv);
   MERE_CHECK(Hk >= 1 && Hv >= Hk && Hv % Hk == 0, "cuda gdn_decode",
              "heads: expected Hv a positive multiple of Hk, got Hk = ", Hk, ", Hv = ", Hv);
-  MERE_CHECK(T >= 1 && T * Hv * kD < (int64_t{1} << 31), "cuda gdn_decode", "token count out of range, got ", T);
+  MERE_CHECK(T >= 1 && T * Hv * Dv < (int64_t{1} << 31), "cuda gdn_decode", "token count out of range, got ", T);
   DeviceGuard guard(dev.ordinal());
-  const int rows = static_cast<int>(Hv * kD);
-  launch("gdn_decode_kernel", gdn_decode_kernel, (rows + kWarps - 1) / kWarps, kWarps * 32, 0, dev.stream(), S, q, k,
-         v, g, beta, static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
+  const int rows = static_cast<int>(Hv * Dv), per_block = kWarps * 32 / static_cast<int>(Dv / 4);
+  auto kernel = Dv == 128 ? &gdn_decode_kernel<128> : &gdn_decode_kernel<64>;
+  launch("gdn_decode_kernel", kernel, (rows + per_block - 1) / per_block, kWarps * 32, 0, dev.stream(), S, q, k, v, g,
+         beta, static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
 }
 
 }  // namespace mere::cuda

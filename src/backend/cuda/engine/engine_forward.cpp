@@ -157,7 +157,7 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
     accumulate_prepared(g.out, T, x);
     return true;
   }
-  if (Dk == 128 && Dv == 128) gdn_decode(dev_, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
+  if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
   else k::gdn_generic(s, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
   if (ob) {  // norm + prepare, out_proj added to x
     k::gated_rms_norm_prep(s, core_, z_, g.norm, T, Hv, Dv, eps, gout_, ob, qws_);
@@ -419,6 +419,7 @@ void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, cons
     cudaGraphDestroy(g);
     MERE_CUDA_CHECK(err);
     st.graphs_cache.emplace_back(key, exec);
+    ++st.captures;
   }
   MERE_CUDA_CHECK(cudaGraphLaunch(exec, s));
 }
@@ -529,7 +530,7 @@ void CudaEngine::replay_gdn(int64_t n, SequenceMemory& mem) {
     if (L.kind != LayerKind::Linear) continue;
     const CudaSeqState::TraceRows tr = st.trace(L.index);
     k::conv_silu(s, st.conv(L.index), L.gdn.conv, tr.raw, n, C, K, raw_);
-    if (Dk == 128 && Dv == 128) gdn_decode(dev_, st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, Hk, Hv, Dk, Dv, core_);
+    if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, Hk, Hv, Dk, Dv, core_);
     else k::gdn_generic(s, st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, Hk, Hv, Dk, Dv, core_);
   }
   dev_.synchronize("cuda replay_gdn");
