@@ -27,6 +27,9 @@ void print_stats(const GenerationStats& s) {
       std::fprintf(stderr, "[mtp] profile: draft %.3f s | verify %.3f s | accept %.3f s | repair %.3f s\n", a.draft_seconds,
                    a.verify_seconds, a.accept_seconds, a.repair_seconds);
   }
+  if (s.graph_captures > 0)
+    std::fprintf(stderr, "[device] graphs captured %lld (%.1f ms)\n", (long long)s.graph_captures,
+                 s.graph_capture_seconds * 1e3);
 }
 
 Json acceleration_json(const AccelerationStats& a) {
@@ -63,6 +66,8 @@ Json stats_json(const GenerationStats& s) {
   j["finish_reason"] = s.finish_reason;
   j["seed"] = static_cast<int64_t>(s.seed & 0x7fffffffffffffffull);
   j["acceleration"] = acceleration_json(s.accel);
+  j["graph_captures"] = s.graph_captures;
+  j["graph_capture_seconds"] = s.graph_capture_seconds;
   return j;
 }
 

@@ -47,6 +47,17 @@ class DeviceEngine {
   static constexpr int kMaxGreedyInFlight = 2;
   virtual void submit_greedy(SequenceMemory& mem, const int32_t* host_id) = 0;
   virtual int32_t collect_greedy(SequenceMemory& mem) = 0;
+  // Greedy MTP drafting on the device (mtp.md §3 step 3): the head's pass over n >= 1 confirmed rows
+  // (hidden [n, H], ids [n] from the host), then d - 1 chained head steps, each fed the previous
+  // step's head hidden and draft without leaving the device; every draft is the argmax (lowest id on
+  // ties) of the head's logits, as mtp_forward's logits would give. The MTP cache grows by n + d - 1
+  // rows (the caller truncates the d - 1 speculative ones). One host wait, at the end. drafts: [d],
+  // 1 <= d <= 8. Same head arithmetic as mtp_forward (the same passes, the logits left on the device).
+  virtual void draft_greedy(const float* hidden, const int32_t* ids, int64_t n, int d, SequenceMemory& mem,
+                            int32_t* drafts) = 0;
+  // Whether the speculative loop should draft through draft_greedy where a request allows it
+  // (greedy, no penalties); MERE_CUDA_DRAFTS=host keeps the host loop (mtp_forward + host argmax).
+  virtual bool drafts_on_device() const = 0;
 };
 
 // Defined by the CUDA engine (src/backend/cuda/engine/) only when the build has CUDA (MERE_HAVE_CUDA);

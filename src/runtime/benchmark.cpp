@@ -148,6 +148,8 @@ RequestResult run_request(const Qwen35Model& model, const Tokenizer& tok, const 
   j["residentBytesAfter"] = after.resident_bytes;
   j["peakResidentBytesAfter"] = after.peak_resident_bytes;
   j["acceleration"] = acceleration_json(st.accel);
+  j["graphCaptures"] = st.graph_captures;
+  j["graphCaptureSeconds"] = st.graph_capture_seconds;
   return r;
 }
 

@@ -28,9 +28,11 @@ class DeviceSequenceState {
   // Whether this request's T = 1 steps may run as a captured graph owned by the sequence
   // (MERERUN_Q35_SCOPED_COMPILE=0 turns it off: every kernel launched one by one).
   bool graphs = true;
-  // Passes captured into a graph so far (each capture costs far more than a replay): the speculative
-  // loop leaves such a pass out of its measured costs (runtime/speculative.cpp).
+  // Passes captured into a graph so far and the host seconds the captures took (capture + instantiate;
+  // each costs several replays): the speculative loop leaves such a pass out of its measured costs
+  // (runtime/speculative.cpp); --stats --json reports both.
   uint64_t captures = 0;
+  double capture_seconds = 0;
 };
 
 // Owning handle whose copy is a deep fork (so SequenceMemory's copy stays a deep copy).

@@ -89,6 +89,10 @@ GenerationStats Generator::run(std::span<const int32_t> prompt, const SamplingPa
   }
   st.generated_tokens = static_cast<int64_t>(generated.size());
   st.decode_seconds = since(t_decode);
+  if (const DeviceSequenceState* d = mem.device()) {
+    st.graph_captures = static_cast<int64_t>(d->captures);
+    st.graph_capture_seconds = d->capture_seconds;
+  }
   st.total_seconds = since(t0);
   if (st.ttft_seconds == 0) st.ttft_seconds = st.total_seconds;
   return st;

@@ -79,6 +79,9 @@ struct GenerationStats {
   std::string finish_reason;   // "stop" (EOS, stop token or stop string), "length"
   uint64_t seed = 0;
   AccelerationStats accel;
+  // a device backend's graphs captured for this request and the host seconds they took (0 on the CPU)
+  int64_t graph_captures = 0;
+  double graph_capture_seconds = 0;
   double prefill_tok_s() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
   double decode_tok_s() const { return decode_seconds > 0 ? generated_tokens / decode_seconds : 0; }
 };

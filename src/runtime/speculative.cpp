@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <utility>
 #include <mutex>
 
 #include "core/error.h"
@@ -22,19 +23,21 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Measured costs of one model on this machine: target (verification) and head passes by width.
-// Calibrated once per model (first speculative request), refined online with an EMA.
+// Calibrated once per model and drafting form (first speculative request), refined online with an EMA.
 struct CostTable {
   std::vector<double> verify;  // [B+1], seconds of a width-w target pass ([0] unused)
-  std::vector<double> head;    // [B+1], seconds of a w-row head pass, last row's logits ([0] unused)
+  std::vector<double> head;    // [B+1], seconds of a w-row head pass, last row's draft ([0] unused)
 };
 
+// a model and whether its drafts are made on the device (DeviceEngine::draft_greedy) or on the host
+using CostKey = std::pair<const Qwen35Model*, bool>;
 std::mutex g_cost_mu;
-std::map<const Qwen35Model*, CostTable> g_costs;
+std::map<CostKey, CostTable> g_costs;
 
-CostTable calibrate(const Qwen35Model& m, const SequenceMemory& mem, std::span<const int32_t> prompt,
+CostTable calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemory& mem, std::span<const int32_t> prompt,
                     const std::vector<float>& prompt_hidden, int block) {
   std::lock_guard<std::mutex> lock(g_cost_mu);
-  CostTable& t = g_costs[&m];
+  CostTable& t = g_costs[CostKey{&m, device_drafts}];
   if (static_cast<int>(t.verify.size()) >= block + 1) return t;
   const int64_t H = m.config().hidden_size, V = m.config().vocab_size;
   std::vector<int32_t> ids(static_cast<size_t>(block), prompt.back());
@@ -77,8 +80,9 @@ CostTable calibrate(const Qwen35Model& m, const SequenceMemory& mem, std::span<c
     std::copy_n(prompt_hidden.data() + src * H, H, hrows.data() + i * H);
   }
   t.head = by_width([&](int w, SequenceMemory& f) {
-    m.mtp_forward(hrows.data() + static_cast<int64_t>(block - w) * H, ids.data(), w, f, hid.data(), lg.data(),
-                  LogitsMode::Last);
+    const float* rows = hrows.data() + static_cast<int64_t>(block - w) * H;
+    if (device_drafts) m.device_engine()->draft_greedy(rows, ids.data(), w, 1, f, args.data());
+    else m.mtp_forward(rows, ids.data(), w, f, hid.data(), lg.data(), LogitsMode::Last);
   });
   return t;
 }
@@ -89,16 +93,30 @@ CostTable calibrate(const Qwen35Model& m, const SequenceMemory& mem, std::span<c
 // a graph this round (its first of that kind in the request) costs several replays, and one such
 // sample in the average once pushed the bundled models' CUDA requests to zero depth for good
 // (session 29, bench/cuda/s29/h100-b).
-void refine(const Qwen35Model& m, int width, double verify_s, int64_t conf_rows, double conf_s, int chained,
+void refine(const CostKey& key, int width, double verify_s, int64_t conf_rows, double conf_s, int chained,
             double chained_s) {
   std::lock_guard<std::mutex> lock(g_cost_mu);
-  CostTable& t = g_costs[&m];
+  CostTable& t = g_costs[key];
   auto ema = [](double& v, double x) {
     if (x >= 0) v = 0.8 * v + 0.2 * x;
   };
   if (width < static_cast<int>(t.verify.size())) ema(t.verify[static_cast<size_t>(width)], verify_s);
   if (conf_rows >= 1 && conf_rows < static_cast<int64_t>(t.head.size())) ema(t.head[static_cast<size_t>(conf_rows)], conf_s);
   if (chained > 0 && t.head.size() > 1) ema(t.head[1], chained_s < 0 ? -1.0 : chained_s / chained);
+}
+
+// A device draft chain is timed as a whole: with one draft it is the catch-up pass of `conf_rows`
+// rows; with more, the chained steps are what the whole took beyond the table's catch-up pass.
+void refine_device_drafts(const CostKey& key, int64_t conf_rows, int d, double head_s) {
+  std::lock_guard<std::mutex> lock(g_cost_mu);
+  CostTable& t = g_costs[key];
+  if (conf_rows < 1 || conf_rows >= static_cast<int64_t>(t.head.size()) || head_s < 0) return;
+  double& conf = t.head[static_cast<size_t>(conf_rows)];
+  if (d == 1) {
+    conf = 0.8 * conf + 0.2 * head_s;
+  } else if (const double chained = (head_s - conf) / (d - 1); chained > 0) {
+    t.head[1] = 0.8 * t.head[1] + 0.2 * chained;
+  }
 }
 
 class Round {
@@ -108,7 +126,13 @@ class Round {
         const std::function<bool(int32_t)>& on_token, GenerationStats& st)
       : m_(m), rs_(rs), opt_(opt), req_(req), mem_(mem), sampler_(sampler), rng_(rng), gen_(generated),
         on_token_(on_token), st_(st), policy_(rs.block_size, rs.cost_ratio), H_(m.config().hidden_size),
-        V_(m.config().vocab_size), greedy_(req.params->greedy()) {
+        V_(m.config().vocab_size), greedy_(req.params->greedy()),
+        // plain greedy acceptance needs only each row's argmax: the backend returns d + 1 ids instead
+        // of (d + 1) x V logits (on a device, ~9 MB less to copy a round at the 27B vocabulary), and
+        // a device makes the drafts too (DeviceEngine::draft_greedy)
+        ids_only_(greedy_ && !sampler.params().has_penalties() &&
+                  (sampler.vocab_limit() == 0 || sampler.vocab_limit() >= static_cast<size_t>(V_))),
+        cost_key_(&m, ids_only_ && m.device_engine() && m.device_engine()->drafts_on_device()) {
     st_.accel.route = "mtp";
     st_.accel.drafted_by_position.assign(static_cast<size_t>(rs.block_size - 1), 0);
     st_.accel.accepted_by_position.assign(static_cast<size_t>(rs.block_size - 1), 0);
@@ -117,7 +141,7 @@ class Round {
 
   void run(std::vector<float>& prompt_hidden, std::vector<float>& logits) {
     const int64_t P = static_cast<int64_t>(req_.prompt.size());
-    if (rs_.measured_costs) costs_ = calibrate(m_, mem_, req_.prompt, prompt_hidden, rs_.block_size);
+    if (rs_.measured_costs) costs_ = calibrate(m_, cost_key_.second, mem_, req_.prompt, prompt_hidden, rs_.block_size);
     // head priming: the prompt's confirmed transitions (h_i, x_{i+1}), i = 0..P-2
     pending_h_.assign(prompt_hidden.begin(), prompt_hidden.begin() + (P - 1) * H_);
     pending_ids_.assign(req_.prompt.begin() + 1, req_.prompt.end());
@@ -193,7 +217,7 @@ class Round {
     if (fallback_) return 0;
     if (rs_.measured_costs) {
       std::lock_guard<std::mutex> lock(g_cost_mu);
-      const CostTable& t = g_costs[&m_];
+      const CostTable& t = g_costs[cost_key_];
       const int d = policy_.depth_measured(offered, t.verify, t.head);
       if (std::getenv("MERERUN_Q35_MTP_DEBUG")) {
         std::fprintf(stderr, "[mtp-debug] head");
@@ -222,41 +246,50 @@ class Round {
     auto t0 = Clock::now();
     queue_confirmed(h_cur_, x);
     const int64_t n_conf = static_cast<int64_t>(pending_ids_.size());
-    std::vector<float> mh(static_cast<size_t>(n_conf * H_)), ql(static_cast<size_t>(V_));
-    m_.mtp_forward(pending_h_.data(), pending_ids_.data(), n_conf, mem_, mh.data(), ql.data(), LogitsMode::Last);
+    std::vector<int32_t> drafts(static_cast<size_t>(d));
+    std::vector<TokenDistribution> q(static_cast<size_t>(d));
+    double conf_s = 0;  // the catch-up pass and the first draft's sampling
+    bool conf_captured = false, chain_captured = false;
+    int64_t mtp_confirmed = 0;
+    if (cost_key_.second) {  // on the device: the catch-up pass and the chain, one wait
+      const uint64_t cap0 = captures();
+      m_.device_engine()->draft_greedy(pending_h_.data(), pending_ids_.data(), n_conf, d, mem_, drafts.data());
+      mtp_confirmed = mem_.mtp_length() - (d - 1);
+      conf_captured = chain_captured = captures() != cap0;
+    } else {
+      std::vector<float> mh(static_cast<size_t>(n_conf * H_)), ql(static_cast<size_t>(V_));
+      m_.mtp_forward(pending_h_.data(), pending_ids_.data(), n_conf, mem_, mh.data(), ql.data(), LogitsMode::Last);
+      mtp_confirmed = mem_.mtp_length();
+      std::vector<float> m_prev(mh.end() - H_, mh.end()), m_next(static_cast<size_t>(H_));
+      const uint64_t cap_conf = captures();
+      uint64_t cap_chain = cap_conf;
+      for (int j = 0; j < d; ++j) {
+        if (j == 1) {
+          conf_s = seconds_since(t0);
+          cap_chain = captures();
+        }
+        if (j > 0) {
+          m_.mtp_forward(m_prev.data(), &drafts[static_cast<size_t>(j - 1)], 1, mem_, m_next.data(), ql.data(),
+                         LogitsMode::Last);
+          m_prev.swap(m_next);
+        }
+        if (greedy_) {
+          drafts[static_cast<size_t>(j)] = sampler_.sample(ql, TokenHistory{req_.prompt, gen_}, rng_);
+        } else {
+          sampler_.process_logits(ql, TokenHistory{req_.prompt, gen_}, q[static_cast<size_t>(j)]);
+          drafts[static_cast<size_t>(j)] = sample_from(q[static_cast<size_t>(j)], rng_);
+        }
+      }
+      if (d == 1) cap_chain = captures();
+      conf_captured = cap_chain != cap_conf;
+      chain_captured = captures() != cap_chain;
+    }
     a.draft_history_tokens += n_conf;
     pending_h_.clear();
     pending_ids_.clear();
-    const int64_t mtp_confirmed = mem_.mtp_length();
-    std::vector<int32_t> drafts(static_cast<size_t>(d));
-    std::vector<TokenDistribution> q(static_cast<size_t>(d));
-    std::vector<float> m_prev(mh.end() - H_, mh.end()), m_next(static_cast<size_t>(H_));
-    double conf_s = 0;  // the catch-up pass and the first draft's sampling
-    const uint64_t cap_conf = captures();
-    uint64_t cap_chain = cap_conf;
-    for (int j = 0; j < d; ++j) {
-      if (j == 1) {
-        conf_s = seconds_since(t0);
-        cap_chain = captures();
-      }
-      if (j > 0) {
-        m_.mtp_forward(m_prev.data(), &drafts[static_cast<size_t>(j - 1)], 1, mem_, m_next.data(), ql.data(), LogitsMode::Last);
-        m_prev.swap(m_next);
-      }
-      if (greedy_) {
-        drafts[static_cast<size_t>(j)] = sampler_.sample(ql, TokenHistory{req_.prompt, gen_}, rng_);
-      } else {
-        sampler_.process_logits(ql, TokenHistory{req_.prompt, gen_}, q[static_cast<size_t>(j)]);
-        drafts[static_cast<size_t>(j)] = sample_from(q[static_cast<size_t>(j)], rng_);
-      }
-    }
     mem_.mtp_kv().truncate(mtp_confirmed);  // drop the speculative chain rows
     const double head_s = seconds_since(t0);
-    if (d == 1) {
-      conf_s = head_s;
-      cap_chain = captures();
-    }
-    const bool conf_captured = cap_chain != cap_conf, chain_captured = captures() != cap_chain;
+    if (d == 1) conf_s = head_s;
     if (prof) a.draft_seconds += head_s;
 
     // ---- verify [x, d1..dd] in one pass (recurrent GatedDeltaNet, traced for replay)
@@ -265,10 +298,7 @@ class Round {
     std::vector<int32_t> row_ids(static_cast<size_t>(d + 1));
     row_ids[0] = x;
     std::copy(drafts.begin(), drafts.end(), row_ids.begin() + 1);
-    // plain greedy acceptance needs only each row's argmax: the backend returns d + 1 ids instead of
-    // (d + 1) x V logits (on a device, ~9 MB less to copy a round at the 27B vocabulary)
-    const bool ids_only = greedy_ && !sampler_.params().has_penalties() &&
-                          (sampler_.vocab_limit() == 0 || sampler_.vocab_limit() >= static_cast<size_t>(V_));
+    const bool ids_only = ids_only_;
     std::vector<float> vh(static_cast<size_t>((d + 1) * H_)), vl(ids_only ? 0 : static_cast<size_t>((d + 1) * V_));
     std::vector<int32_t> vargs(ids_only ? static_cast<size_t>(d + 1) : 0);
     GdnTrace trace;
@@ -281,8 +311,14 @@ class Round {
                ids_only ? LogitsMode::None : LogitsMode::All, fo);
     const double verify_s = seconds_since(t1);
     if (prof) a.verify_seconds += verify_s;
-    refine(m_, d + 1, captures() != cap_verify ? -1.0 : verify_s, n_conf, conf_captured ? -1.0 : conf_s, d - 1,
-           chain_captured ? -1.0 : head_s - conf_s);
+    const bool verify_captured = captures() != cap_verify;
+    if (cost_key_.second) {
+      refine(cost_key_, d + 1, verify_captured ? -1.0 : verify_s, 0, -1.0, 0, -1.0);
+      refine_device_drafts(cost_key_, n_conf, d, conf_captured ? -1.0 : head_s);
+    } else {
+      refine(cost_key_, d + 1, verify_captured ? -1.0 : verify_s, n_conf, conf_captured ? -1.0 : conf_s, d - 1,
+             chain_captured ? -1.0 : head_s - conf_s);
+    }
 
     // ---- accept
     auto t2 = Clock::now();
@@ -357,7 +393,8 @@ class Round {
   GenerationStats& st_;
   AdaptiveDepthPolicy policy_;
   const int64_t H_, V_;
-  const bool greedy_;
+  const bool greedy_, ids_only_;
+  const CostKey cost_key_;  // the model, and whether drafts are made on the device
   CostTable costs_;
   bool fallback_ = false, finished_ = false;
   std::vector<float> pending_h_;  // [n, H] confirmed head rows not yet run

@@ -41,3 +41,21 @@ PY
 parity_summary() {
   python3 -c "import json, sys; print(sys.argv[2], 'forced-depth parity:', json.dumps(json.load(open(sys.argv[1])).get('parity')))" "$@"
 }
+# `mb_summary JSON LABEL`: one line a workload of a model benchmark run with baseline and adaptive
+# (decode tok/s median [min-max], adaptive / baseline, routes, rounds, acceptance, graph captures)
+mb_summary() {
+  python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for s in d["scenarios"]:
+    v = {x["variant"]: x for x in s["variants"]}
+    b, a = v["baseline"]["summary"]["decodeTokensPerSecond"], v["adaptive"]["summary"]["decodeTokensPerSecond"]
+    acc = v["adaptive"]["summary"]["acceleration"]
+    caps = [r.get("graphCaptures", 0) for r in v["adaptive"]["repetitions"]]
+    cs = [r.get("graphCaptureSeconds", 0) * 1e3 for r in v["adaptive"]["repetitions"]]
+    print(sys.argv[2], s["name"], "baseline %.0f [%.0f-%.0f] adaptive %.0f [%.0f-%.0f] x%.3f" % (b["median"], b["min"],
+          b["max"], a["median"], a["min"], a["max"], a["median"] / b["median"]), acc["routes"], "rounds", acc["rounds"],
+          "acc %.2f" % acc["acceptanceRate"], "len %.2f" % acc["meanAcceptedLength"],
+          "captures %s (%.1f ms)" % (caps[0] if caps else "-", cs[0] if cs else 0))
+PY
+}

@@ -21,4 +21,14 @@ int env_choice(const char* name, std::initializer_list<std::string_view> choices
   return -1;
 }
 
+int64_t env_int(const char* name, int64_t dflt, int64_t lo, int64_t hi, const char* what) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == 0) return dflt;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  MERE_CHECK(end != e && *end == 0 && v >= lo && v <= hi, name, "expected ", what, " in [", lo, ", ", hi, "], got '", e,
+             "'");
+  return v;
+}
+
 }  // namespace mere::cuda

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_choice.h"
 #include "core/error.h"
 
 namespace mere::cuda {
@@ -35,17 +36,6 @@ struct TraceState {
 TraceState& state() {
   static TraceState s;
   return s;
-}
-
-// An integer variable in [lo, hi]; unset or empty: `dflt`.
-int64_t env_int(const char* name, int64_t dflt, int64_t lo, int64_t hi, const char* what) {
-  const char* e = std::getenv(name);
-  if (e == nullptr || *e == 0) return dflt;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  MERE_CHECK(end != e && *end == 0 && v >= lo && v <= hi, name, "expected ", what, " in [", lo, ", ", hi, "], got '", e,
-             "'");
-  return v;
 }
 
 void point_symbols(TraceState& t, unsigned long long* p) {

@@ -59,8 +59,15 @@ class CudaEngine final : public DeviceEngine {
   void replay_gdn(int64_t n, SequenceMemory& mem) override;
   void submit_greedy(SequenceMemory& mem, const int32_t* host_id) override;
   int32_t collect_greedy(SequenceMemory& mem) override;
+  void draft_greedy(const float* hidden, const int32_t* ids, int64_t n, int d, SequenceMemory& mem,
+                    int32_t* drafts) override;
+  bool drafts_on_device() const override { return drafts_on_device_; }
 
  private:
+  // device work of one MTP head pass of T <= kRows rows (inputs in st.ids(), st.pos()[1], hin_): the
+  // head's hidden into h_ ([T, H]); all: every row's logits into logits_; last: the last row's into
+  // logits_ row 0; arg (with last): its argmax into st.argmax()[0]
+  void head_pass(CudaSeqState& st, int64_t T, bool all, bool last, bool arg);
   DLayer upload_layer(const LayerWeights& L, int64_t index);
   void alloc_scratch();
   // T = 1 pass, graph when allowed
@@ -141,6 +148,13 @@ class CudaEngine final : public DeviceEngine {
   // MERE_CUDA_GRAPH: 0 no graphs, 1 decode steps (T = 1) only, unset / 2: every pass of <= 9 rows
   // (verification widths, traced or not) and the MTP head's passes too
   int graph_mode_ = 2;
+  // MERE_CUDA_GRAPH_AFTER=N (default 2): a kind of pass is captured on its N-th use in a request, its
+  // earlier uses launched kernel by kernel (1: captured on first use, the behaviour to session 28).
+  // A capture costs several replays (session 29: the bundled models' requests used ~10 kinds).
+  int graph_after_ = 2;
+  // MERE_CUDA_DRAFTS: unset or device: greedy MTP drafts computed and chained on the device
+  // (draft_greedy, one host wait a draft chain); host: mtp_forward + the host's argmax each draft.
+  bool drafts_on_device_ = true;
   // GQA-aware decode attention (k::attention_gqa): default where the heads allow it,
   // MERE_CUDA_ATTN=split turns it off; read at load
   bool attn_gqa_ = false;

@@ -3,6 +3,7 @@
 // traced or not) and the MTP head's passes run as graphs owned by the sequence, one per kind of
 // pass: positions and ids are read on the device, so a graph is replayed pass after pass and
 // captured again only when a KV cache moves.
+#include <chrono>
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
@@ -393,10 +394,12 @@ uint64_t CudaEngine::pass_key(const CudaSeqState& st, int64_t T, bool trace, boo
 }
 
 // Runs `pass` (device work only: no host copies, allocations or waits inside) as a graph owned by
-// the sequence, captured the first time `key` is seen; a captured pass replays bitwise the same
-// kernels with the same arguments (positions and ids are read from device memory). `allowed`
-// false (graphs off for the engine, MERE_CUDA_GRAPH, or for the request,
-// MERERUN_Q35_SCOPED_COMPILE=0): the kernels are launched one by one.
+// the sequence, captured on the graph_after_-th use of its kind (the key without the cache
+// generation: a kind seen before a cache grew is captured again at once); a captured pass replays
+// bitwise the same kernels with the same arguments (positions and ids are read from device memory),
+// and the uses before the capture launch the same kernels one by one. `allowed` false (graphs off
+// for the engine, MERE_CUDA_GRAPH, or for the request, MERERUN_Q35_SCOPED_COMPILE=0): the kernels
+// are always launched one by one.
 void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, const std::function<void()>& pass) {
   if (!allowed || !st.graphs) {
     pass();
@@ -404,7 +407,12 @@ void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, cons
   }
   cudaStream_t s = dev_.stream();
   cudaGraphExec_t exec = st.find_graph(key);
+  if (!exec && st.count_use(key & CudaSeqState::kKindBits) < graph_after_) {
+    pass();  // a kind used once or rarely in a request costs less launched than captured
+    return;
+  }
   if (!exec) {
+    const auto t0 = std::chrono::steady_clock::now();
     cudaGraph_t g = nullptr;
     MERE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
@@ -420,6 +428,7 @@ void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, cons
     MERE_CUDA_CHECK(err);
     st.graphs_cache.emplace_back(key, exec);
     ++st.captures;
+    st.capture_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   MERE_CUDA_CHECK(cudaGraphLaunch(exec, s));
 }
@@ -489,7 +498,6 @@ void CudaEngine::mtp_forward(const float* hidden, const int32_t* ids, int64_t T,
   DeviceGuard guard(dev_.ordinal());
   cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, pos0 = mem.mtp_length();
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
   st.ensure_kv(pos0 + T, true);
   for (int64_t c0 = 0; c0 < T; c0 += kRows) {
     const int64_t Tc = std::min(kRows, T - c0);
@@ -498,23 +506,79 @@ void CudaEngine::mtp_forward(const float* hidden, const int32_t* ids, int64_t T,
     MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos() + 1, &p, 4, cudaMemcpyHostToDevice, s));
     MERE_CUDA_CHECK(cudaMemcpyAsync(hin_, hidden + c0 * H, static_cast<size_t>(Tc * H) * 4, cudaMemcpyHostToDevice, s));
     const bool all = logits && mode == LogitsMode::All, last = logits && mode == LogitsMode::Last && c0 + Tc == T;
-    run_captured(st, pass_key(st, Tc, false, all, last, false, true), graph_mode_ >= 2, [&] {
-      k::embed(s, embed_, st.ids(), Tc, xn_);
-      // concat order: [norm_e(embedding of the next token) | norm_h(hidden)]
-      k::rms_norm(s, xn_, H, mtp_norm_e_, Tc, H, eps, cat_, 2 * H);
-      k::rms_norm(s, hin_, H, mtp_norm_h_, Tc, H, eps, cat_ + H, 2 * H);
-      linear(mtp_fc_, cat_, Tc, x_);
-      decoder_layer(mtp_layer_, st, x_, Tc, st.mtp_k(), st.mtp_v(), st.pos() + 1, -1);
-      k::rms_norm(s, x_, H, mtp_norm_, Tc, H, eps, h_, H);
-      if (all) linear(lm_head_, h_, Tc, logits_);
-      if (last) linear(lm_head_, h_ + (Tc - 1) * H, 1, logits_);
-    });
+    run_captured(st, pass_key(st, Tc, false, all, last, false, true), graph_mode_ >= 2,
+                 [&] { head_pass(st, Tc, all, last, false); });
     if (mtp_hidden) download(mtp_hidden + c0 * H, h_, static_cast<size_t>(Tc * H) * 4);
     if (all) download(logits + c0 * V, logits_, static_cast<size_t>(Tc * V) * 4);
     if (last) download(logits, logits_, static_cast<size_t>(V) * 4);
   }
   dev_.synchronize("cuda mtp_forward");
   mem.advance_mtp(T);
+}
+
+void CudaEngine::head_pass(CudaSeqState& st, int64_t T, bool all, bool last, bool arg) {
+  cudaStream_t s = dev_.stream();
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  k::embed(s, embed_, st.ids(), T, xn_);
+  // concat order: [norm_e(embedding of the next token) | norm_h(hidden)]
+  k::rms_norm(s, xn_, H, mtp_norm_e_, T, H, eps, cat_, 2 * H);
+  k::rms_norm(s, hin_, H, mtp_norm_h_, T, H, eps, cat_ + H, 2 * H);
+  linear(mtp_fc_, cat_, T, x_);
+  decoder_layer(mtp_layer_, st, x_, T, st.mtp_k(), st.mtp_v(), st.pos() + 1, -1);
+  k::rms_norm(s, x_, H, mtp_norm_, T, H, eps, h_, H);
+  if (all) linear(lm_head_, h_, T, logits_);
+  if (last) linear(lm_head_, h_ + (T - 1) * H, 1, logits_);
+  if (last && arg) k::argmax(s, logits_, V, st.argmax(), 1, argmax_ws());
+}
+
+// The host loop's drafting (speculative.cpp: mtp_forward, then each draft the argmax of the head's
+// last logits row, fed back with the head's hidden) with the argmax and the feedback on the device:
+// the catch-up pass over the confirmed rows, then d - 1 chained T = 1 head passes whose id and hidden
+// are copied on the device from the previous pass's argmax and last hidden row. Each pass is the
+// same captured kind as a head pass with its argmax (graphs as everywhere else).
+void CudaEngine::draft_greedy(const float* hidden, const int32_t* ids, int64_t n, int d, SequenceMemory& mem,
+                              int32_t* drafts) {
+  MERE_CHECK(has_mtp_, "mtp", "this checkpoint has no MTP weights (mtp.*)");
+  MERE_CHECK(n >= 1 && d >= 1 && d <= 8, "cuda draft_greedy", "expected n >= 1 confirmed rows and 1..8 drafts, got n = ",
+             n, ", d = ", d);
+  CudaSeqState& st = state(mem);
+  DeviceGuard guard(dev_.ordinal());
+  cudaStream_t s = dev_.stream();
+  const int64_t H = cfg_.hidden_size, pos0 = mem.mtp_length();
+  st.ensure_kv(pos0 + n + d - 1, true);
+  // the chained steps' positions, uploaded once: a copy from pageable memory may wait for the stream,
+  // so the chain itself copies only on the device
+  int32_t chain_pos[8];
+  for (int j = 1; j < d; ++j) chain_pos[j - 1] = static_cast<int32_t>(pos0 + n + j - 1);
+  if (d > 1)
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.drafts() + 8, chain_pos, static_cast<size_t>(d - 1) * 4, cudaMemcpyHostToDevice, s));
+  int64_t last_rows = 0;  // rows of the latest pass: its last hidden row feeds the next step
+  for (int64_t c0 = 0; c0 < n; c0 += kRows) {
+    const int64_t Tc = std::min(kRows, n - c0);
+    const int32_t p = static_cast<int32_t>(pos0 + c0);
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos() + 1, &p, 4, cudaMemcpyHostToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(hin_, hidden + c0 * H, static_cast<size_t>(Tc * H) * 4, cudaMemcpyHostToDevice, s));
+    const bool last = c0 + Tc == n;
+    run_captured(st, pass_key(st, Tc, false, false, last, last, true), graph_mode_ >= 2,
+                 [&] { head_pass(st, Tc, false, last, last); });
+    last_rows = Tc;
+  }
+  for (int j = 1; j < d; ++j) {  // draft j - 1 is in st.argmax()[0]; its head hidden in h_'s last row
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.drafts() + j - 1, st.argmax(), 4, cudaMemcpyDeviceToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), st.argmax(), 4, cudaMemcpyDeviceToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(hin_, h_ + (last_rows - 1) * H, static_cast<size_t>(H) * 4,
+                                    cudaMemcpyDeviceToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos() + 1, st.drafts() + 8 + j - 1, 4, cudaMemcpyDeviceToDevice, s));
+    run_captured(st, pass_key(st, 1, false, false, true, true, true), graph_mode_ >= 2,
+                 [&] { head_pass(st, 1, false, true, true); });
+    last_rows = 1;
+  }
+  MERE_CUDA_CHECK(cudaMemcpyAsync(st.drafts() + d - 1, st.argmax(), 4, cudaMemcpyDeviceToDevice, s));
+  download(drafts, st.drafts(), static_cast<size_t>(d) * 4);
+  dev_.synchronize("cuda draft_greedy");
+  mem.advance_mtp(n + d - 1);
 }
 
 void CudaEngine::replay_gdn(int64_t n, SequenceMemory& mem) {

@@ -24,7 +24,7 @@ CudaSeqState::CudaSeqState(CudaDevice& dev, const ModelConfig& cfg, bool with_mt
   kv_.resize(static_cast<size_t>(cfg.num_full_layers()));
   gdn_ = dev_.alloc(static_cast<size_t>(std::max<int64_t>(1, lin_layers_ * (s_floats_ + conv_floats_))) * 4,
                     "GatedDeltaNet state (S + conv history)");
-  io_ = dev_.alloc(32 * 4, "sequence ids/positions");
+  io_ = dev_.alloc(48 * 4, "sequence ids/positions");
   reset();
 }
 
@@ -53,6 +53,13 @@ CudaSeqState::GreedySlot* CudaSeqState::greedy_slot(int64_t n) {
 void CudaSeqState::drop_graph() {
   for (auto& [key, g] : graphs_cache) cudaGraphExecDestroy(g);
   graphs_cache.clear();
+}
+
+int CudaSeqState::count_use(uint64_t kind) {
+  for (auto& [k, n] : uses_)
+    if (k == kind) return ++n;
+  uses_.emplace_back(kind, 1);
+  return 1;
 }
 
 cudaGraphExec_t CudaSeqState::find_graph(uint64_t key) const {

@@ -51,7 +51,9 @@ class CudaSeqState final : public DeviceSequenceState {
 
   int32_t* ids() const { return io_.as<int32_t>(); }        // [kMaxTraceRows] device
   int32_t* pos() const { return io_.as<int32_t>() + 16; }   // [0]: main position, [1]: MTP position
-  int32_t* argmax() const { return io_.as<int32_t>() + 18; }
+  int32_t* argmax() const { return io_.as<int32_t>() + 18; }  // [kRows]
+  // [16]: CudaEngine::draft_greedy's draft ids [8], then its chained steps' MTP positions [8]
+  int32_t* drafts() const { return io_.as<int32_t>() + 32; }
 
   // pipelined greedy steps (CudaEngine::submit_greedy): a ring of kMaxGreedyInFlight slots of pinned
   // host memory {id out, id in, position in} and an event each, used in submission order
@@ -68,6 +70,10 @@ class CudaSeqState final : public DeviceSequenceState {
   std::vector<std::pair<uint64_t, cudaGraphExec_t>> graphs_cache;
   cudaGraphExec_t find_graph(uint64_t key) const;
   uint64_t kv_generation = 0;  // bumped when a cache moves (a graph holds its pointers)
+  // uses of each kind of pass (a pass key's low bits, CudaEngine::pass_key) counted up to this one;
+  // kept when the caches move, so a kind in use is captured again at its next use
+  static constexpr uint64_t kKindBits = 0xffff;
+  int count_use(uint64_t kind);
   void drop_graph();
 
  private:
@@ -77,6 +83,7 @@ class CudaSeqState final : public DeviceSequenceState {
   int64_t cap_ = 0, mtp_cap_ = 0, rows_used_ = 0, mtp_rows_used_ = 0;
   int64_t s_floats_ = 0, conv_floats_ = 0, lin_layers_ = 0;
   std::vector<KvBuf> kv_;
+  std::vector<std::pair<uint64_t, int>> uses_;  // count_use
   KvBuf mtp_;
   DeviceBuffer gdn_, trace_, io_;
   GreedySlot* pinned_ = nullptr;  // cudaHostAlloc'd ring
