@@ -30,6 +30,10 @@ class FakeEngine final : public DeviceEngine {
     throw std::logic_error("not used");
   }
   void replay_gdn(int64_t, SequenceMemory&) override { throw std::logic_error("not used"); }
+  void draft_greedy(const float*, const int32_t*, int64_t, int, SequenceMemory&, int32_t*) override {
+    throw std::logic_error("not used");
+  }
+  bool drafts_on_device() const override { return false; }
 
   void submit_greedy(SequenceMemory& mem, const int32_t* host_id) override {
     if (static_cast<int>(queue.size()) >= kMaxGreedyInFlight) throw std::logic_error("too many in flight");
