@@ -63,8 +63,8 @@ struct CudaEngine::Prefill {
   bool glue_combine = true;   // ... and the MoE combine runs as one launch (default)
   int64_t xn_cols = -1;       // xq holds xn prepared (its width) since the last norm, else -1
   float *x, *xn, *o, *h, *ws;
-  // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_prefill or the engine's generic
-  // kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4 and tc: the
+  // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_decode's 64-wide rows or the
+  // engine's generic kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4 and tc: the
   // Gram entries), else null
   GdnPrefillForm gdn_form = GdnPrefillForm::Recurrent;
   float* gdn_scratch;
@@ -389,6 +389,7 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
     case GdnPrefillForm::Lazy: gdn_prefill_lazy(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core); break;
     case GdnPrefillForm::Recurrent:
       if (Dk == 128 && Dv == 128) gdn_prefill(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
+      else if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
       else k::gdn_generic(s, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
       break;
   }
