@@ -68,6 +68,9 @@ class CudaEngine final : public DeviceEngine {
   // head's hidden into h_ ([T, H]); all: every row's logits into logits_; last: the last row's into
   // logits_ row 0; arg (with last): its argmax into st.argmax()[0]
   void head_pass(CudaSeqState& st, int64_t T, bool all, bool last, bool arg);
+  // a head pass's inputs from the host: hidden [T, H] into hin_, ids [T] into st.ids(), the MTP
+  // position of the first row into st.pos()[1]
+  void upload_head_rows(CudaSeqState& st, const float* hidden, const int32_t* ids, int64_t T, int64_t pos);
   DLayer upload_layer(const LayerWeights& L, int64_t index);
   void alloc_scratch();
   // T = 1 pass, graph when allowed

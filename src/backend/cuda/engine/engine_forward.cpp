@@ -496,15 +496,11 @@ void CudaEngine::mtp_forward(const float* hidden, const int32_t* ids, int64_t T,
   MERE_CHECK(has_mtp_, "mtp", "this checkpoint has no MTP weights (mtp.*)");
   CudaSeqState& st = state(mem);
   DeviceGuard guard(dev_.ordinal());
-  cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, pos0 = mem.mtp_length();
   st.ensure_kv(pos0 + T, true);
   for (int64_t c0 = 0; c0 < T; c0 += kRows) {
     const int64_t Tc = std::min(kRows, T - c0);
-    const int32_t p = static_cast<int32_t>(pos0 + c0);
-    MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
-    MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos() + 1, &p, 4, cudaMemcpyHostToDevice, s));
-    MERE_CUDA_CHECK(cudaMemcpyAsync(hin_, hidden + c0 * H, static_cast<size_t>(Tc * H) * 4, cudaMemcpyHostToDevice, s));
+    upload_head_rows(st, hidden + c0 * H, ids + c0, Tc, pos0 + c0);
     const bool all = logits && mode == LogitsMode::All, last = logits && mode == LogitsMode::Last && c0 + Tc == T;
     run_captured(st, pass_key(st, Tc, false, all, last, false, true), graph_mode_ >= 2,
                  [&] { head_pass(st, Tc, all, last, false); });
@@ -514,6 +510,15 @@ void CudaEngine::mtp_forward(const float* hidden, const int32_t* ids, int64_t T,
   }
   dev_.synchronize("cuda mtp_forward");
   mem.advance_mtp(T);
+}
+
+void CudaEngine::upload_head_rows(CudaSeqState& st, const float* hidden, const int32_t* ids, int64_t T, int64_t pos) {
+  cudaStream_t s = dev_.stream();
+  const int32_t p = static_cast<int32_t>(pos);
+  MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), ids, static_cast<size_t>(T) * 4, cudaMemcpyHostToDevice, s));
+  MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos() + 1, &p, 4, cudaMemcpyHostToDevice, s));
+  MERE_CUDA_CHECK(
+      cudaMemcpyAsync(hin_, hidden, static_cast<size_t>(T * cfg_.hidden_size) * 4, cudaMemcpyHostToDevice, s));
 }
 
 void CudaEngine::head_pass(CudaSeqState& st, int64_t T, bool all, bool last, bool arg) {
@@ -556,10 +561,7 @@ void CudaEngine::draft_greedy(const float* hidden, const int32_t* ids, int64_t n
   int64_t last_rows = 0;  // rows of the latest pass: its last hidden row feeds the next step
   for (int64_t c0 = 0; c0 < n; c0 += kRows) {
     const int64_t Tc = std::min(kRows, n - c0);
-    const int32_t p = static_cast<int32_t>(pos0 + c0);
-    MERE_CUDA_CHECK(cudaMemcpyAsync(st.ids(), ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
-    MERE_CUDA_CHECK(cudaMemcpyAsync(st.pos() + 1, &p, 4, cudaMemcpyHostToDevice, s));
-    MERE_CUDA_CHECK(cudaMemcpyAsync(hin_, hidden + c0 * H, static_cast<size_t>(Tc * H) * 4, cudaMemcpyHostToDevice, s));
+    upload_head_rows(st, hidden + c0 * H, ids + c0, Tc, pos0 + c0);
     const bool last = c0 + Tc == n;
     run_captured(st, pass_key(st, Tc, false, false, last, last, true), graph_mode_ >= 2,
                  [&] { head_pass(st, Tc, false, last, last); });
