@@ -19,7 +19,7 @@
 //     4-bit dense copy's fused decode logits also against the CPU reference (NMSE <= 1e-10).
 //  6. The same pairs for the other switches that must not change a bit (MoE routing and block, the
 //     argmax forms, the GDN block, the step + norm launch, the attention merge, MERE_CUDA_CONV=tokens and loop,
-//     MERE_CUDA_DRAFTS=host)
+//     MERE_CUDA_DRAFTS=host, MERE_CUDA_HEAD_PREFILL=on)
 //     on the bundled MoE and random 4-bit checkpoints of the 35B-A3B (4 layers) and 0.8B geometries;
 //     every pair also holds each engine's MTP generation to its own plain one (exactness).
 // Prints one line per check and a summary; exit status 1 when any check fails.
@@ -601,6 +601,7 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_ARGMAX", "block", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_CONV", "loop", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_HEAD_PREFILL", "on", false, "qwen35-moe-tiny");
     fs::remove_all(dir);
   });
   // The bundled models' linear-attention heads are 64 wide (gdn_decode's half-warp rows); the
@@ -615,6 +616,7 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_CONV", "tokens", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_CONV", "loop", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_DRAFTS", "host", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_HEAD_PREFILL", "on", false, "qwen35-dense-tiny");
     prefill_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {

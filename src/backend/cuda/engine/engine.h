@@ -132,6 +132,7 @@ class CudaEngine final : public DeviceEngine {
   void prefill_attention(const DAttn& a, float* kc, float* vc, int64_t T, int64_t pos0, float* out);
   void prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_t T, float* out);
   void prefill_ffn(const DLayer& L, int64_t T, float* out);
+  void head_prefill(CudaSeqState& st, const float* hidden, const int32_t* ids, int64_t T, int64_t pos0);
   void gemm_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
                    int64_t prepared_cols = -1);
   void swiglu_gemm(const DMat& down, float* g, const float* u, int64_t T, float* out);
@@ -158,6 +159,10 @@ class CudaEngine final : public DeviceEngine {
   // MERE_CUDA_DRAFTS: unset or device: greedy MTP drafts computed and chained on the device
   // (draft_greedy, one host wait a draft chain); host: mtp_forward + the host's argmax each draft.
   bool drafts_on_device_ = true;
+  // MERE_CUDA_HEAD_PREFILL=on: draft_greedy's catch-up pass over >= kGemmRows rows (the prompt's
+  // priming) runs on the prompt's GEMMs (head_prefill); unset or off: 9-row head passes, the default
+  // until a GPU run has checked and measured it (session 29 built it; no device came after).
+  bool head_prefill_ = false;
   // GQA-aware decode attention (k::attention_gqa): default where the heads allow it,
   // MERE_CUDA_ATTN=split turns it off; read at load
   bool attn_gqa_ = false;

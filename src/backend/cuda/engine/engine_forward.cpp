@@ -559,7 +559,14 @@ void CudaEngine::draft_greedy(const float* hidden, const int32_t* ids, int64_t n
   if (d > 1)
     MERE_CUDA_CHECK(cudaMemcpyAsync(st.drafts() + 8, chain_pos, static_cast<size_t>(d - 1) * 4, cudaMemcpyHostToDevice, s));
   int64_t last_rows = 0;  // rows of the latest pass: its last hidden row feeds the next step
-  for (int64_t c0 = 0; c0 < n; c0 += kRows) {
+  const bool gemms = n >= kGemmRows && prefill_gemm_enabled() && head_prefill_;
+  if (gemms) {  // the prompt's rows (head priming): the prompt's GEMMs, not n / 9 head passes
+    head_prefill(st, hidden, ids, n, pos0);
+    linear(lm_head_, h_, 1, logits_);
+    k::argmax(s, logits_, cfg_.vocab_size, st.argmax(), 1, argmax_ws());
+    last_rows = 1;
+  }
+  for (int64_t c0 = 0; !gemms && c0 < n; c0 += kRows) {
     const int64_t Tc = std::min(kRows, n - c0);
     upload_head_rows(st, hidden + c0 * H, ids + c0, Tc, pos0 + c0);
     const bool last = c0 + Tc == n;

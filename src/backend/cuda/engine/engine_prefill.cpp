@@ -63,6 +63,7 @@ struct CudaEngine::Prefill {
   bool glue_combine = true;   // ... and the MoE combine runs as one launch (default)
   int64_t xn_cols = -1;       // xq holds xn prepared (its width) since the last norm, else -1
   float *x, *xn, *o, *h, *ws;
+  float* cat;  // [rows, 2H]: head_prefill's [norm_e(embedding) | norm_h(hidden)] (null without MTP)
   // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_decode's 64-wide rows or the
   // engine's generic kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4 and tc: the
   // Gram entries), else null
@@ -188,18 +189,23 @@ void CudaEngine::alloc_prefill() {
   const bool moe = c.is_moe;
   const int64_t E = moe ? c.num_experts : 0, K = moe ? c.experts_per_tok : 0, Ie = moe ? c.moe_intermediate_size : 0;
   // qgemm split-K workspace and the prepared-X buffer: the largest any projection needs at R rows
-  int64_t ws = 0, xq = std::max({R * H, R * vd, R * nh * hd, R * I, R * K * H, R * K * Ie});
+  int64_t ws = 0, xq = std::max({R * H, R * vd, R * nh * hd, R * I, R * K * H, R * K * Ie, has_mtp_ ? R * 2 * H : 0});
   const PrefillMode mode = prefill_mode();
   // auto takes the wgmma path on sm_90 only (elsewhere it is the blas mode)
   const bool wg = mode == PrefillMode::Wgmma || (mode == PrefillMode::Auto && dev_.props().major == 9);
   const bool wg_auto = mode == PrefillMode::Auto;
-  // every dense quantised projection a prompt pass multiplies (one matrix each)
+  // every dense quantised projection a prompt pass multiplies (one matrix each), the MTP head's
+  // (head_prefill) included
   std::vector<QWeightView> dense;
-  for (const DLayer& L : layers_)
-    for (const DMat* W : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o, &L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a,
-                          &L.gdn.out, &L.mlp.gate, &L.mlp.up, &L.mlp.down, &L.router, &L.shared_gate, &L.shared.gate,
-                          &L.shared.up, &L.shared.down})
+  std::vector<const DLayer*> passes;
+  for (const DLayer& L : layers_) passes.push_back(&L);
+  if (has_mtp_) passes.push_back(&mtp_layer_);
+  for (const DLayer* L : passes)
+    for (const DMat* W : {&L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o, &L->gdn.qkv, &L->gdn.z, &L->gdn.b,
+                          &L->gdn.a, &L->gdn.out, &L->mlp.gate, &L->mlp.up, &L->mlp.down, &L->router, &L->shared_gate,
+                          &L->shared.gate, &L->shared.up, &L->shared.down})
       if (W->quantized() && W->count == 1) dense.push_back(W->qview());
+  if (has_mtp_ && mtp_fc_.quantized() && mtp_fc_.count == 1) dense.push_back(mtp_fc_.qview());
   // the largest projection the cuBLASLt path may run (its bf16 scratch): under auto any of them
   // until the choice is measured
   auto blas_weights = [&](auto&& takes_ws) {
@@ -226,6 +232,7 @@ void CudaEngine::alloc_prefill() {
   for (int pass = 0; pass < 2; ++pass) {
     used = 0;
     p->x = take(R * H), p->xn = take(R * H), p->o = take(R * H), p->h = take(R * H), p->ws = take(ws);
+    p->cat = take(has_mtp_ ? R * 2 * H : 0);
     p->xq = reinterpret_cast<uint16_t*>(take((xq + 1) / 2));
     p->raw = take(R * C), p->mixed = take(R * C), p->z = take(R * vd), p->ga = take(R * Hv), p->gb = take(R * Hv);
     p->gq = take(R * kd), p->gk = take(R * kd), p->gv = take(R * vd), p->gg = take(R * Hv), p->gbeta = take(R * Hv);
@@ -527,6 +534,46 @@ void CudaEngine::prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_
         download(argmax_out, st.argmax(), 4);
       }
     }
+  }
+}
+
+// The MTP head over T >= kGemmRows confirmed rows on the prompt's path (draft_greedy's catch-up pass
+// when it holds the prompt: head priming): head_pass's ops with the projections as the prompt's GEMMs,
+// kPrefillChunk rows a pass, the head's KV rows at positions pos0.. of its cache. Leaves the last row's
+// post-norm head hidden in h_ row 0. The GEMMs round differently from the 9-row passes, which moves
+// the head's cache (so its drafts) by rounding only: verification decides every token.
+void CudaEngine::head_prefill(CudaSeqState& st, const float* hidden, const int32_t* ids, int64_t T, int64_t pos0) {
+  alloc_prefill();
+  Prefill& p = *pf_;
+  cudaStream_t s = dev_.stream();
+  const int64_t H = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const DLayer& L = mtp_layer_;
+  for (int64_t c0 = 0; c0 < T; c0 += p.rows) {
+    const int64_t Tc = std::min(p.rows, T - c0);
+    const int32_t pc = static_cast<int32_t>(pos0 + c0);
+    MERE_CUDA_CHECK(cudaMemcpyAsync(p.ids, ids + c0, static_cast<size_t>(Tc) * 4, cudaMemcpyHostToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(p.pos, &pc, 4, cudaMemcpyHostToDevice, s));
+    MERE_CUDA_CHECK(cudaMemcpyAsync(p.h, hidden + c0 * H, static_cast<size_t>(Tc * H) * 4, cudaMemcpyHostToDevice, s));
+    k::embed(s, embed_, p.ids, Tc, p.x);
+    if (p.blas) p.blas->begin_pass();
+    // concat order: [norm_e(embedding of the next token) | norm_h(hidden)], then the fc projection
+    k::rms_norm(s, p.x, H, mtp_norm_e_, Tc, H, eps, p.cat, 2 * H);
+    k::rms_norm(s, p.h, H, mtp_norm_h_, Tc, H, eps, p.cat + H, 2 * H);
+    gemm_shared({{&mtp_fc_, p.x}}, p.cat, Tc);
+    auto norm = [&](const float* add, const float* w) {  // as prefill()'s
+      p.xn_cols = p.glue && k::rms_norm_xq(s, p.x, add, w, Tc, H, eps, p.xn, p.xq) ? H : -1;
+      if (p.xn_cols >= 0) return;
+      if (add) k::add_rms_norm(s, p.x, add, w, Tc, H, eps, p.xn);
+      else k::rms_norm(s, p.x, H, w, Tc, H, eps, p.xn, H);
+    };
+    norm(nullptr, L.input_norm);
+    prefill_attention(L.attn, st.mtp_k(), st.mtp_v(), Tc, pos0 + c0, p.o);
+    norm(p.o, L.post_norm);
+    prefill_ffn(L, Tc, p.o);
+    k::add(s, p.x, p.o, Tc * H);
+    p.xn_cols = -1;
+    if (c0 + Tc == T) k::rms_norm(s, p.x + (Tc - 1) * H, H, mtp_norm_, 1, H, eps, h_, H);
   }
 }
 
