@@ -29,10 +29,13 @@ class DeviceSequenceState {
   // (MERERUN_Q35_SCOPED_COMPILE=0 turns it off: every kernel launched one by one).
   bool graphs = true;
   // Passes captured into a graph so far and the host seconds the captures took (capture + instantiate;
-  // each costs several replays): the speculative loop leaves such a pass out of its measured costs
-  // (runtime/speculative.cpp); --stats --json reports both.
+  // each costs several replays; --stats --json reports both), and passes launched kernel by kernel
+  // because their kind had not been used often enough to capture yet. The speculative loop leaves
+  // both kinds of pass out of its measured costs (runtime/speculative.cpp): neither is what the kind
+  // costs from then on.
   uint64_t captures = 0;
   double capture_seconds = 0;
+  uint64_t launched_before_capture = 0;
 };
 
 // Owning handle whose copy is a deep fork (so SequenceMemory's copy stays a deep copy).

@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <utility>
 #include <mutex>
+#include <utility>
 
 #include "core/error.h"
 #include "model/device_engine.h"
@@ -42,14 +42,15 @@ CostTable calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemo
   const int64_t H = m.config().hidden_size, V = m.config().vocab_size;
   std::vector<int32_t> ids(static_cast<size_t>(block), prompt.back());
   std::vector<float> hid(static_cast<size_t>(block * H)), lg(static_cast<size_t>(block * V));
-  // seconds of pass(w, fork) at widths 1 and B (best of two after a warm-up on the same fork: a
-  // device backend captures a sequence's graph on its first pass of a kind, which a request pays
-  // once, not every round), the widths between interpolated; rounds refine them online
+  // seconds of pass(w, fork) at widths 1 and B (best of three after a warm-up on the same fork: a
+  // device backend launches a sequence's first pass of a kind kernel by kernel and captures it into a
+  // graph at a later one, MERE_CUDA_GRAPH_AFTER = 2 by default, costs a request pays once, not every
+  // round), the widths between interpolated; rounds refine them online
   auto by_width = [&](auto&& pass) {
     auto time = [&](int w) {
       double best = 1e30;
       SequenceMemory f = mem.fork();
-      for (int rep = 0; rep < 3; ++rep) {
+      for (int rep = 0; rep < 4; ++rep) {
         auto t0 = Clock::now();
         pass(w, f);
         if (rep > 0) best = std::min(best, seconds_since(t0));
@@ -90,9 +91,9 @@ CostTable calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemo
 // One round's timings into the table: the width-w verification pass, the catch-up head pass of
 // `conf_rows` rows (skipped when wider than the table: the first round after the prompt) and the
 // chained single-row head steps. A negative time is left out: a pass a device backend captured into
-// a graph this round (its first of that kind in the request) costs several replays, and one such
-// sample in the average once pushed the bundled models' CUDA requests to zero depth for good
-// (session 29, bench/cuda/s29/h100-b).
+// a graph this round costs several replays (one such sample in the average once pushed the bundled
+// models' CUDA requests to zero depth for good: session 29, bench/cuda/s29/h100-b), and one launched
+// kernel by kernel before its kind is captured costs more than the replays after it.
 void refine(const CostKey& key, int width, double verify_s, int64_t conf_rows, double conf_s, int chained,
             double chained_s) {
   std::lock_guard<std::mutex> lock(g_cost_mu);
@@ -180,8 +181,12 @@ class Round {
   bool finished() const { return finished_; }
 
  private:
-  // graphs the device backend has captured for this request so far (0 on the CPU)
-  uint64_t captures() const { return mem_.device() ? mem_.device()->captures : 0; }
+  // passes whose time is not what their kind costs from then on: those a device backend captured
+  // into a graph, or launched kernel by kernel before capturing (0 on the CPU)
+  uint64_t untimed_passes() const {
+    const DeviceSequenceState* d = mem_.device();
+    return d ? d->captures + d->launched_before_capture : 0;
+  }
 
   int32_t sample_target(const std::vector<float>& row) {
     return sampler_.sample(row, TokenHistory{req_.prompt, gen_}, rng_);
@@ -252,21 +257,21 @@ class Round {
     bool conf_captured = false, chain_captured = false;
     int64_t mtp_confirmed = 0;
     if (cost_key_.second) {  // on the device: the catch-up pass and the chain, one wait
-      const uint64_t cap0 = captures();
+      const uint64_t cap0 = untimed_passes();
       m_.device_engine()->draft_greedy(pending_h_.data(), pending_ids_.data(), n_conf, d, mem_, drafts.data());
       mtp_confirmed = mem_.mtp_length() - (d - 1);
-      conf_captured = chain_captured = captures() != cap0;
+      conf_captured = chain_captured = untimed_passes() != cap0;
     } else {
       std::vector<float> mh(static_cast<size_t>(n_conf * H_)), ql(static_cast<size_t>(V_));
       m_.mtp_forward(pending_h_.data(), pending_ids_.data(), n_conf, mem_, mh.data(), ql.data(), LogitsMode::Last);
       mtp_confirmed = mem_.mtp_length();
       std::vector<float> m_prev(mh.end() - H_, mh.end()), m_next(static_cast<size_t>(H_));
-      const uint64_t cap_conf = captures();
+      const uint64_t cap_conf = untimed_passes();
       uint64_t cap_chain = cap_conf;
       for (int j = 0; j < d; ++j) {
         if (j == 1) {
           conf_s = seconds_since(t0);
-          cap_chain = captures();
+          cap_chain = untimed_passes();
         }
         if (j > 0) {
           m_.mtp_forward(m_prev.data(), &drafts[static_cast<size_t>(j - 1)], 1, mem_, m_next.data(), ql.data(),
@@ -280,9 +285,9 @@ class Round {
           drafts[static_cast<size_t>(j)] = sample_from(q[static_cast<size_t>(j)], rng_);
         }
       }
-      if (d == 1) cap_chain = captures();
+      if (d == 1) cap_chain = untimed_passes();
       conf_captured = cap_chain != cap_conf;
-      chain_captured = captures() != cap_chain;
+      chain_captured = untimed_passes() != cap_chain;
     }
     a.draft_history_tokens += n_conf;
     pending_h_.clear();
@@ -298,20 +303,19 @@ class Round {
     std::vector<int32_t> row_ids(static_cast<size_t>(d + 1));
     row_ids[0] = x;
     std::copy(drafts.begin(), drafts.end(), row_ids.begin() + 1);
-    const bool ids_only = ids_only_;
-    std::vector<float> vh(static_cast<size_t>((d + 1) * H_)), vl(ids_only ? 0 : static_cast<size_t>((d + 1) * V_));
-    std::vector<int32_t> vargs(ids_only ? static_cast<size_t>(d + 1) : 0);
+    std::vector<float> vh(static_cast<size_t>((d + 1) * H_)), vl(ids_only_ ? 0 : static_cast<size_t>((d + 1) * V_));
+    std::vector<int32_t> vargs(ids_only_ ? static_cast<size_t>(d + 1) : 0);
     GdnTrace trace;
     ForwardOptions fo;
     fo.gdn = ForwardOptions::Gdn::Recurrent;
     fo.trace = &trace;
-    fo.row_argmax = ids_only ? vargs.data() : nullptr;
-    const uint64_t cap_verify = captures();
-    m_.forward(row_ids.data(), d + 1, mem_, vh.data(), ids_only ? nullptr : vl.data(),
-               ids_only ? LogitsMode::None : LogitsMode::All, fo);
+    fo.row_argmax = ids_only_ ? vargs.data() : nullptr;
+    const uint64_t cap_verify = untimed_passes();
+    m_.forward(row_ids.data(), d + 1, mem_, vh.data(), ids_only_ ? nullptr : vl.data(),
+               ids_only_ ? LogitsMode::None : LogitsMode::All, fo);
     const double verify_s = seconds_since(t1);
     if (prof) a.verify_seconds += verify_s;
-    const bool verify_captured = captures() != cap_verify;
+    const bool verify_captured = untimed_passes() != cap_verify;
     if (cost_key_.second) {
       refine(cost_key_, d + 1, verify_captured ? -1.0 : verify_s, 0, -1.0, 0, -1.0);
       refine_device_drafts(cost_key_, n_conf, d, conf_captured ? -1.0 : head_s);
@@ -328,7 +332,7 @@ class Round {
     auto row = [&](int j) { return std::span<const float>(vl.data() + static_cast<int64_t>(j) * V_, static_cast<size_t>(V_)); };
     if (greedy_) {
       auto pick = [&](int j) {  // the sampler's greedy token: the argmax of the (penalised) logits
-        return ids_only ? vargs[static_cast<size_t>(j)] : sampler_.sample(row(j), TokenHistory{req_.prompt, hist}, rng_);
+        return ids_only_ ? vargs[static_cast<size_t>(j)] : sampler_.sample(row(j), TokenHistory{req_.prompt, hist}, rng_);
       };
       while (acc < d) {
         const int32_t t = pick(acc);
@@ -377,7 +381,7 @@ class Round {
     }
     h_cur_.assign(vh.begin() + static_cast<int64_t>(acc) * H_, vh.begin() + static_cast<int64_t>(acc + 1) * H_);
     // (read only after a serial step refreshes it; a pass of ids only leaves it stale)
-    if (!ids_only) logits_cur_.assign(row(acc).begin(), row(acc).end());
+    if (!ids_only_) logits_cur_.assign(row(acc).begin(), row(acc).end());
     return next;
   }
 

@@ -409,6 +409,7 @@ void CudaEngine::run_captured(CudaSeqState& st, uint64_t key, bool allowed, cons
   cudaGraphExec_t exec = st.find_graph(key);
   if (!exec && st.count_use(key & CudaSeqState::kKindBits) < graph_after_) {
     pass();  // a kind used once or rarely in a request costs less launched than captured
+    ++st.launched_before_capture;
     return;
   }
   if (!exec) {
