@@ -34,8 +34,8 @@ using CostKey = std::pair<const Qwen35Model*, bool>;
 std::mutex g_cost_mu;
 std::map<CostKey, CostTable> g_costs;
 
-CostTable calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemory& mem, std::span<const int32_t> prompt,
-                    const std::vector<float>& prompt_hidden, int block) {
+CostTable calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemory& mem,
+                    std::span<const int32_t> prompt, const std::vector<float>& prompt_hidden, int block) {
   std::lock_guard<std::mutex> lock(g_cost_mu);
   CostTable& t = g_costs[CostKey{&m, device_drafts}];
   if (static_cast<int>(t.verify.size()) >= block + 1) return t;
@@ -332,7 +332,8 @@ class Round {
     auto row = [&](int j) { return std::span<const float>(vl.data() + static_cast<int64_t>(j) * V_, static_cast<size_t>(V_)); };
     if (greedy_) {
       auto pick = [&](int j) {  // the sampler's greedy token: the argmax of the (penalised) logits
-        return ids_only_ ? vargs[static_cast<size_t>(j)] : sampler_.sample(row(j), TokenHistory{req_.prompt, hist}, rng_);
+        return ids_only_ ? vargs[static_cast<size_t>(j)]
+                         : sampler_.sample(row(j), TokenHistory{req_.prompt, hist}, rng_);
       };
       while (acc < d) {
         const int32_t t = pick(acc);

@@ -605,8 +605,9 @@ int main(int argc, char** argv) {
     fs::remove_all(dir);
   });
   // The bundled models' linear-attention heads are 64 wide (gdn_decode's half-warp rows); the
-  // 128-wide kernels (gdn_decode's warp rows, the step + gated norm launch) need a real head geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny
-  // model's fixture; no CPU comparison: random weights, the pairs are what is checked)
+  // 128-wide kernels (gdn_decode's warp rows, the step + gated norm launch) need a real head
+  // geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny model's
+  // fixture; no CPU comparison: random weights, the pairs are what is checked)
   guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion, GDN step + gated norm, GDN block, conv tokens", [&] {
     const std::string dir = synth_q4(geometry_preset("qwen3.5-0.8b"), 15, "mere-engine-check-0.8b-q4");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-dense-tiny");

@@ -92,7 +92,8 @@ __device__ __forceinline__ void row_step(float* __restrict__ S, const float* __r
     return;
   }
   for (int t = 0; t < T; t += 2) {
-    b = load_step<kL2, D>(q, k, v, g, beta, min(t + 1, T - 1), Hk, Hv, h, kh, i, lane);  // past the end: re-read, unused
+    // past the end: re-read, unused
+    b = load_step<kL2, D>(q, k, v, g, beta, min(t + 1, T - 1), Hk, Hv, h, kh, i, lane);
     step(a, t);
     if (t + 1 >= T) break;
     a = load_step<kL2, D>(q, k, v, g, beta, min(t + 2, T - 1), Hk, Hv, h, kh, i, lane);

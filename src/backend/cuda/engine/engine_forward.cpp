@@ -134,7 +134,8 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
   }
   if (one_launch) {  // one launch, the same bits; a traced pass's copies are stored by it too
     k::conv_gdn_prepare(s, st.conv(li), g.conv, raw_, T, K, ga_, gb_, g.neg_a, g.dt_bias, Hk, Dk, Hv, Dv, gq_, gk_,
-                        gv_, gg_, gbeta_, tr, conv_mode_ == ConvMode::Tokens || (conv_mode_ == ConvMode::Width && T > 1));
+                        gv_, gg_, gbeta_, tr,
+                        conv_mode_ == ConvMode::Tokens || (conv_mode_ == ConvMode::Width && T > 1));
   } else {
     k::conv_silu(s, st.conv(li), g.conv, raw_, T, C, K, mixed_);
     k::gdn_prepare(s, mixed_, ga_, gb_, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, gq_, gk_, gv_, gg_, gbeta_);
@@ -546,8 +547,8 @@ void CudaEngine::head_pass(CudaSeqState& st, int64_t T, bool all, bool last, boo
 void CudaEngine::draft_greedy(const float* hidden, const int32_t* ids, int64_t n, int d, SequenceMemory& mem,
                               int32_t* drafts) {
   MERE_CHECK(has_mtp_, "mtp", "this checkpoint has no MTP weights (mtp.*)");
-  MERE_CHECK(n >= 1 && d >= 1 && d <= 8, "cuda draft_greedy", "expected n >= 1 confirmed rows and 1..8 drafts, got n = ",
-             n, ", d = ", d);
+  MERE_CHECK(n >= 1 && d >= 1 && d <= 8, "cuda draft_greedy",
+             "expected n >= 1 confirmed rows and 1..8 drafts, got n = ", n, ", d = ", d);
   CudaSeqState& st = state(mem);
   DeviceGuard guard(dev_.ordinal());
   cudaStream_t s = dev_.stream();
@@ -558,7 +559,8 @@ void CudaEngine::draft_greedy(const float* hidden, const int32_t* ids, int64_t n
   int32_t chain_pos[8];
   for (int j = 1; j < d; ++j) chain_pos[j - 1] = static_cast<int32_t>(pos0 + n + j - 1);
   if (d > 1)
-    MERE_CUDA_CHECK(cudaMemcpyAsync(st.drafts() + 8, chain_pos, static_cast<size_t>(d - 1) * 4, cudaMemcpyHostToDevice, s));
+    MERE_CUDA_CHECK(
+        cudaMemcpyAsync(st.drafts() + 8, chain_pos, static_cast<size_t>(d - 1) * 4, cudaMemcpyHostToDevice, s));
   int64_t last_rows = 0;  // rows of the latest pass: its last hidden row feeds the next step
   const bool gemms = n >= kGemmRows && prefill_gemm_enabled() && head_prefill_;
   if (gemms) {  // the prompt's rows (head priming): the prompt's GEMMs, not n / 9 head passes
@@ -604,7 +606,8 @@ void CudaEngine::replay_gdn(int64_t n, SequenceMemory& mem) {
     if (L.kind != LayerKind::Linear) continue;
     const CudaSeqState::TraceRows tr = st.trace(L.index);
     k::conv_silu(s, st.conv(L.index), L.gdn.conv, tr.raw, n, C, K, raw_);
-    if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, Hk, Hv, Dk, Dv, core_);
+    if (gdn_decode_supported(Dk, Dv))
+      gdn_decode(dev_, st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, Hk, Hv, Dk, Dv, core_);
     else k::gdn_generic(s, st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, Hk, Hv, Dk, Dv, core_);
   }
   dev_.synchronize("cuda replay_gdn");

@@ -65,8 +65,8 @@ struct CudaEngine::Prefill {
   float *x, *xn, *o, *h, *ws;
   float* cat;  // [rows, 2H]: head_prefill's [norm_e(embedding) | norm_h(hidden)] (null without MTP)
   // MERE_CUDA_GDN_PREFILL for 128-wide heads (recurrent, i.e. gdn_decode's 64-wide rows or the
-  // engine's generic kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats, c4 and tc: the
-  // Gram entries), else null
+  // engine's generic kernel, for other sizes) and its scratch (chunked: gdn_chunked_scratch_floats,
+  // c4 and tc: the Gram entries), else null
   GdnPrefillForm gdn_form = GdnPrefillForm::Recurrent;
   float* gdn_scratch;
   uint16_t* xq;
@@ -396,7 +396,8 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
     case GdnPrefillForm::Lazy: gdn_prefill_lazy(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core); break;
     case GdnPrefillForm::Recurrent:
       if (Dk == 128 && Dv == 128) gdn_prefill(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
-      else if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
+      else if (gdn_decode_supported(Dk, Dv))
+        gdn_decode(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
       else k::gdn_generic(s, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
       break;
   }
