@@ -7,22 +7,28 @@
 # Then it checks the 64 MiB limit on what a call sends (the tracked and untracked-unignored files plus
 # the carry) and names what to move aside when it is over (the bundled models: ~34 MB, which only
 # engine_check's model sections need).
-# Usage: tools/cuda/make_carry.sh [--trace] [--old REV] [--help]
+# --bins "A B" packs only those of the three (e.g. "mere.run mere_engine_check": ~7 MB against ~13 for
+# all three), --out PATH writes another tarball (call_prelude.sh's CARRY reads it).
+# Usage: tools/cuda/make_carry.sh [--trace] [--old REV] [--bins "A B"] [--out PATH] [--help]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-trace=0 old=""
+trace=0 old="" bins="mere.run mere_cuda_check mere_engine_check" out=build/carry/bin.tar.xz
 while [ $# -gt 0 ]; do
   case "$1" in
     --trace) trace=1 ;;
     --old) [ $# -ge 2 ] || { echo "make_carry: --old needs a commit" >&2; exit 2; }; old=$2; shift ;;
-    -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "make_carry: unknown argument '$1' (expected --trace, --old REV or --help)" >&2; exit 2 ;;
+    --bins) [ $# -ge 2 ] || { echo "make_carry: --bins needs a list" >&2; exit 2; }; bins=$2; shift ;;
+    --out) [ $# -ge 2 ] || { echo "make_carry: --out needs a path" >&2; exit 2; }; out=$2; shift ;;
+    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "make_carry: unknown argument '$1' (expected --trace, --old REV, --bins LIST, --out PATH or --help)" >&2; exit 2 ;;
   esac
   shift
 done
 stage=$(mktemp -d /tmp/mere-carry.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
-bins="mere.run mere_cuda_check mere_engine_check"
+for b in $bins; do
+  case $b in mere.run | mere_cuda_check | mere_engine_check) ;; *) echo "make_carry: --bins: unknown binary '$b'" >&2; exit 2 ;; esac
+done
 echo "[make_carry] building $bins (build/cuda)"
 scripts/build-cuda.sh $bins >/dev/null
 for b in $bins; do cp "build/cuda/$b" "$stage/"; done
@@ -44,12 +50,13 @@ if [ -n "$old" ]; then
 fi
 find "$stage" -type f -exec strip {} +
 mkdir -p build/carry
-(cd "$stage" && XZ_OPT=-9e tar cJf - $(find . -type f | sed 's|^\./||' | sort)) >build/carry/bin.tar.xz
-carry=$(stat -c %s build/carry/bin.tar.xz)
+mkdir -p "$(dirname "$out")"
+(cd "$stage" && XZ_OPT=-9e tar cJf - $(find . -type f | sed 's|^\./||' | sort)) >"$out"
+carry=$(stat -c %s "$out")
 # the files a call sends: tracked ones present in the working tree and untracked ones git does not ignore
 tree=$( (git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null || true) | awk '{s += $1} END {print s + 0}')
 limit=$((64 * 1024 * 1024))
-echo "[make_carry] build/carry/bin.tar.xz: $(tar tJf build/carry/bin.tar.xz | tr '\n' ' ')"
+echo "[make_carry] $out: $(tar tJf "$out" | tr '\n' ' ')"
 awk -v c="$carry" -v t="$tree" -v l="$limit" \
   'BEGIN {printf "[make_carry] carry %.1f MB + tree %.1f MB = %.1f MB of the %.1f MB a call may send\n", c / 1e6, t / 1e6, (c + t) / 1e6, l / 1e6}'
 if [ $((carry + tree)) -ge $limit ]; then

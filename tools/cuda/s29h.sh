@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 29's last call (mere.run, mere_engine_check; CARRY=build/carry/run.tar.xz; the bundled MoE
+# Session 29's last call (mere.run, mere_engine_check: `tools/cuda/make_carry.sh --bins "mere.run
+# mere_engine_check" --out build/carry/run.tar.xz`, CARRY=build/carry/run.tar.xz; the bundled MoE
 # model aside): the review refactor (upload_head_rows) and the head's priming on the prompt's GEMMs
 # (head_prefill, opt-in: MERE_CUDA_HEAD_PREFILL=on) checked, then the numbers the issues ask
 # of the H200 when the machine is one (else they are labelled by the GPU line at the top):
