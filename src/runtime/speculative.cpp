@@ -34,11 +34,12 @@ using CostKey = std::pair<const Qwen35Model*, bool>;
 std::mutex g_cost_mu;
 std::map<CostKey, CostTable> g_costs;
 
-CostTable calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemory& mem,
-                    std::span<const int32_t> prompt, const std::vector<float>& prompt_hidden, int block) {
+// Fills the table of (m, device_drafts) unless it is filled already.
+void calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemory& mem, std::span<const int32_t> prompt,
+               const std::vector<float>& prompt_hidden, int block) {
   std::lock_guard<std::mutex> lock(g_cost_mu);
   CostTable& t = g_costs[CostKey{&m, device_drafts}];
-  if (static_cast<int>(t.verify.size()) >= block + 1) return t;
+  if (static_cast<int>(t.verify.size()) >= block + 1) return;
   const int64_t H = m.config().hidden_size, V = m.config().vocab_size;
   std::vector<int32_t> ids(static_cast<size_t>(block), prompt.back());
   std::vector<float> hid(static_cast<size_t>(block * H)), lg(static_cast<size_t>(block * V));
@@ -85,7 +86,11 @@ CostTable calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemo
     if (device_drafts) m.device_engine()->draft_greedy(rows, ids.data(), w, 1, f, args.data());
     else m.mtp_forward(rows, ids.data(), w, f, hid.data(), lg.data(), LogitsMode::Last);
   });
-  return t;
+}
+
+// A measured cost's moving average; a negative sample (a pass left out, below) changes nothing.
+void ema(double& v, double x) {
+  if (x >= 0) v = 0.8 * v + 0.2 * x;
 }
 
 // One round's timings into the table: the width-w verification pass, the catch-up head pass of
@@ -98,9 +103,6 @@ void refine(const CostKey& key, int width, double verify_s, int64_t conf_rows, d
             double chained_s) {
   std::lock_guard<std::mutex> lock(g_cost_mu);
   CostTable& t = g_costs[key];
-  auto ema = [](double& v, double x) {
-    if (x >= 0) v = 0.8 * v + 0.2 * x;
-  };
   if (width < static_cast<int>(t.verify.size())) ema(t.verify[static_cast<size_t>(width)], verify_s);
   if (conf_rows >= 1 && conf_rows < static_cast<int64_t>(t.head.size())) ema(t.head[static_cast<size_t>(conf_rows)], conf_s);
   if (chained > 0 && t.head.size() > 1) ema(t.head[1], chained_s < 0 ? -1.0 : chained_s / chained);
@@ -113,11 +115,8 @@ void refine_device_drafts(const CostKey& key, int64_t conf_rows, int d, double h
   CostTable& t = g_costs[key];
   if (conf_rows < 1 || conf_rows >= static_cast<int64_t>(t.head.size()) || head_s < 0) return;
   double& conf = t.head[static_cast<size_t>(conf_rows)];
-  if (d == 1) {
-    conf = 0.8 * conf + 0.2 * head_s;
-  } else if (const double chained = (head_s - conf) / (d - 1); chained > 0) {
-    t.head[1] = 0.8 * t.head[1] + 0.2 * chained;
-  }
+  if (d == 1) ema(conf, head_s);
+  else if (const double chained = (head_s - conf) / (d - 1); chained > 0) ema(t.head[1], chained);
 }
 
 class Round {
@@ -133,7 +132,8 @@ class Round {
         // a device makes the drafts too (DeviceEngine::draft_greedy)
         ids_only_(greedy_ && !sampler.params().has_penalties() &&
                   (sampler.vocab_limit() == 0 || sampler.vocab_limit() >= static_cast<size_t>(V_))),
-        cost_key_(&m, ids_only_ && m.device_engine() && m.device_engine()->drafts_on_device()) {
+        device_drafts_(ids_only_ && m.device_engine() && m.device_engine()->drafts_on_device()),
+        cost_key_(&m, device_drafts_) {
     st_.accel.route = "mtp";
     st_.accel.drafted_by_position.assign(static_cast<size_t>(rs.block_size - 1), 0);
     st_.accel.accepted_by_position.assign(static_cast<size_t>(rs.block_size - 1), 0);
@@ -142,7 +142,7 @@ class Round {
 
   void run(std::vector<float>& prompt_hidden, std::vector<float>& logits) {
     const int64_t P = static_cast<int64_t>(req_.prompt.size());
-    if (rs_.measured_costs) costs_ = calibrate(m_, cost_key_.second, mem_, req_.prompt, prompt_hidden, rs_.block_size);
+    if (rs_.measured_costs) calibrate(m_, device_drafts_, mem_, req_.prompt, prompt_hidden, rs_.block_size);
     // head priming: the prompt's confirmed transitions (h_i, x_{i+1}), i = 0..P-2
     pending_h_.assign(prompt_hidden.begin(), prompt_hidden.begin() + (P - 1) * H_);
     pending_ids_.assign(req_.prompt.begin() + 1, req_.prompt.end());
@@ -254,25 +254,20 @@ class Round {
     std::vector<int32_t> drafts(static_cast<size_t>(d));
     std::vector<TokenDistribution> q(static_cast<size_t>(d));
     double conf_s = 0;  // the catch-up pass and the first draft's sampling
-    bool conf_captured = false, chain_captured = false;
+    const uint64_t untimed0 = untimed_passes();
+    uint64_t untimed_conf = untimed0;  // after the catch-up pass
     int64_t mtp_confirmed = 0;
-    if (cost_key_.second) {  // on the device: the catch-up pass and the chain, one wait
-      const uint64_t cap0 = untimed_passes();
+    if (device_drafts_) {  // on the device: the catch-up pass and the chain, one wait
       m_.device_engine()->draft_greedy(pending_h_.data(), pending_ids_.data(), n_conf, d, mem_, drafts.data());
       mtp_confirmed = mem_.mtp_length() - (d - 1);
-      conf_captured = chain_captured = untimed_passes() != cap0;
     } else {
       std::vector<float> mh(static_cast<size_t>(n_conf * H_)), ql(static_cast<size_t>(V_));
       m_.mtp_forward(pending_h_.data(), pending_ids_.data(), n_conf, mem_, mh.data(), ql.data(), LogitsMode::Last);
       mtp_confirmed = mem_.mtp_length();
+      untimed_conf = untimed_passes();
       std::vector<float> m_prev(mh.end() - H_, mh.end()), m_next(static_cast<size_t>(H_));
-      const uint64_t cap_conf = untimed_passes();
-      uint64_t cap_chain = cap_conf;
       for (int j = 0; j < d; ++j) {
-        if (j == 1) {
-          conf_s = seconds_since(t0);
-          cap_chain = untimed_passes();
-        }
+        if (j == 1) conf_s = seconds_since(t0);
         if (j > 0) {
           m_.mtp_forward(m_prev.data(), &drafts[static_cast<size_t>(j - 1)], 1, mem_, m_next.data(), ql.data(),
                          LogitsMode::Last);
@@ -285,9 +280,6 @@ class Round {
           drafts[static_cast<size_t>(j)] = sample_from(q[static_cast<size_t>(j)], rng_);
         }
       }
-      if (d == 1) cap_chain = untimed_passes();
-      conf_captured = cap_chain != cap_conf;
-      chain_captured = untimed_passes() != cap_chain;
     }
     a.draft_history_tokens += n_conf;
     pending_h_.clear();
@@ -310,18 +302,19 @@ class Round {
     fo.gdn = ForwardOptions::Gdn::Recurrent;
     fo.trace = &trace;
     fo.row_argmax = ids_only_ ? vargs.data() : nullptr;
-    const uint64_t cap_verify = untimed_passes();
+    const uint64_t untimed_verify = untimed_passes();
     m_.forward(row_ids.data(), d + 1, mem_, vh.data(), ids_only_ ? nullptr : vl.data(),
                ids_only_ ? LogitsMode::None : LogitsMode::All, fo);
     const double verify_s = seconds_since(t1);
     if (prof) a.verify_seconds += verify_s;
-    const bool verify_captured = untimed_passes() != cap_verify;
-    if (cost_key_.second) {
-      refine(cost_key_, d + 1, verify_captured ? -1.0 : verify_s, 0, -1.0, 0, -1.0);
-      refine_device_drafts(cost_key_, n_conf, d, conf_captured ? -1.0 : head_s);
+    // a pass that was captured or launched before its capture is not what its kind costs from now on
+    const bool verify_untimed = untimed_passes() != untimed_verify;
+    if (device_drafts_) {  // the draft chain was timed as a whole
+      refine(cost_key_, d + 1, verify_untimed ? -1.0 : verify_s, 0, -1.0, 0, -1.0);
+      refine_device_drafts(cost_key_, n_conf, d, untimed_verify != untimed0 ? -1.0 : head_s);
     } else {
-      refine(cost_key_, d + 1, verify_captured ? -1.0 : verify_s, n_conf, conf_captured ? -1.0 : conf_s, d - 1,
-             chain_captured ? -1.0 : head_s - conf_s);
+      refine(cost_key_, d + 1, verify_untimed ? -1.0 : verify_s, n_conf, untimed_conf != untimed0 ? -1.0 : conf_s,
+             d - 1, untimed_verify != untimed_conf ? -1.0 : head_s - conf_s);
     }
 
     // ---- accept
@@ -399,8 +392,8 @@ class Round {
   AdaptiveDepthPolicy policy_;
   const int64_t H_, V_;
   const bool greedy_, ids_only_;
-  const CostKey cost_key_;  // the model, and whether drafts are made on the device
-  CostTable costs_;
+  const bool device_drafts_;  // greedy drafts made on the device (DeviceEngine::draft_greedy)
+  const CostKey cost_key_;    // the model and device_drafts_
   bool fallback_ = false, finished_ = false;
   std::vector<float> pending_h_;  // [n, H] confirmed head rows not yet run
   std::vector<int32_t> pending_ids_;
