@@ -133,6 +133,12 @@ class CudaEngine final : public DeviceEngine {
   void prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_t T, float* out);
   void prefill_ffn(const DLayer& L, int64_t T, float* out);
   void head_prefill(CudaSeqState& st, const float* hidden, const int32_t* ids, int64_t T, int64_t pos0);
+  // x += add (when not null), then xn = rmsnorm(x) * w over the prefill scratch's T rows (prefill())
+  void prefill_norm(int64_t T, const float* add, const float* w);
+  // The recurrent GatedDeltaNet step over T tokens of one layer's state S (gdn.h's layout):
+  // gdn_decode where it takes the heads (128 or 64 wide), else the generic kernel.
+  void gdn_recurrent(float* S, const float* q, const float* k, const float* v, const float* g, const float* beta,
+                     int64_t T, float* o);
   void gemm_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
                    int64_t prepared_cols = -1);
   void swiglu_gemm(const DMat& down, float* g, const float* u, int64_t T, float* out);

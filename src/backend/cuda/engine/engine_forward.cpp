@@ -159,8 +159,7 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
     accumulate_prepared(g.out, T, x);
     return true;
   }
-  if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
-  else k::gdn_generic(s, st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, Hk, Hv, Dk, Dv, core_);
+  gdn_recurrent(st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, core_);
   if (ob) {  // norm + prepare, out_proj added to x
     k::gated_rms_norm_prep(s, core_, z_, g.norm, T, Hv, Dv, eps, gout_, ob, qws_);
     accumulate_prepared(g.out, T, x);
@@ -593,6 +592,13 @@ void CudaEngine::draft_greedy(const float* hidden, const int32_t* ids, int64_t n
   mem.advance_mtp(n + d - 1);
 }
 
+void CudaEngine::gdn_recurrent(float* S, const float* q, const float* k, const float* v, const float* g,
+                               const float* beta, int64_t T, float* o) {
+  const int64_t Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim, Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
+  if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, S, q, k, v, g, beta, T, Hk, Hv, Dk, Dv, o);
+  else k::gdn_generic(dev_.stream(), S, q, k, v, g, beta, T, Hk, Hv, Dk, Dv, o);
+}
+
 void CudaEngine::replay_gdn(int64_t n, SequenceMemory& mem) {
   CudaSeqState& st = state(mem);
   MERE_CHECK(n >= 0 && n <= st.traced_rows, "replay", "cannot replay ", n, " of ", st.traced_rows,
@@ -600,15 +606,12 @@ void CudaEngine::replay_gdn(int64_t n, SequenceMemory& mem) {
   if (n == 0) return;
   DeviceGuard guard(dev_.ordinal());
   cudaStream_t s = dev_.stream();
-  const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel, Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim;
-  const int64_t Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
+  const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel;
   for (const DLayer& L : layers_) {
     if (L.kind != LayerKind::Linear) continue;
     const CudaSeqState::TraceRows tr = st.trace(L.index);
     k::conv_silu(s, st.conv(L.index), L.gdn.conv, tr.raw, n, C, K, raw_);
-    if (gdn_decode_supported(Dk, Dv))
-      gdn_decode(dev_, st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, Hk, Hv, Dk, Dv, core_);
-    else k::gdn_generic(s, st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, Hk, Hv, Dk, Dv, core_);
+    gdn_recurrent(st.S(L.index), tr.q, tr.k, tr.v, tr.g, tr.beta, n, core_);
   }
   dev_.synchronize("cuda replay_gdn");
 }

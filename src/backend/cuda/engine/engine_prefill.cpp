@@ -396,9 +396,7 @@ void CudaEngine::prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_
     case GdnPrefillForm::Lazy: gdn_prefill_lazy(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core); break;
     case GdnPrefillForm::Recurrent:
       if (Dk == 128 && Dv == 128) gdn_prefill(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
-      else if (gdn_decode_supported(Dk, Dv))
-        gdn_decode(dev_, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
-      else k::gdn_generic(s, S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, Hk, Hv, Dk, Dv, p.core);
+      else gdn_recurrent(S, p.gq, p.gk, p.gv, p.gg, p.gbeta, T, p.core);
       break;
   }
   const bool normed_xq = k::gated_rms_norm(s, p.core, p.z, g.norm, T, Hv, Dv, static_cast<float>(cfg_.rms_norm_eps),
@@ -480,6 +478,19 @@ void CudaEngine::prefill_ffn(const DLayer& L, int64_t T, float* out) {
   moe_combine(dev_, p.ey, H, p.pair_row, p.rw, T, K, H, out, true);
 }
 
+// Each residual add runs fused with the RMSNorm after it (add_rms_norm: bitwise add, then norm):
+// x += add (when not null); xn = rmsnorm(x) * w, with xq = xn's bf16 X where the glue is fused.
+void CudaEngine::prefill_norm(int64_t T, const float* add, const float* w) {
+  Prefill& p = *pf_;
+  cudaStream_t s = dev_.stream();
+  const int64_t H = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  p.xn_cols = p.glue && k::rms_norm_xq(s, p.x, add, w, T, H, eps, p.xn, p.xq) ? H : -1;
+  if (p.xn_cols >= 0) return;
+  if (add) k::add_rms_norm(s, p.x, add, w, T, H, eps, p.xn);
+  else k::rms_norm(s, p.x, H, w, T, H, eps, p.xn, H);
+}
+
 void CudaEngine::prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_t pos0, float* hidden, float* logits,
                          LogitsMode mode, int32_t* argmax_out) {
   alloc_prefill();
@@ -496,14 +507,7 @@ void CudaEngine::prefill(CudaSeqState& st, const int32_t* ids, int64_t T, int64_
     MERE_CUDA_CHECK(cudaMemcpyAsync(p.pos, &pc, 4, cudaMemcpyHostToDevice, s));
     k::embed(s, embed_, p.ids, Tc, p.x);
     if (p.blas) p.blas->begin_pass();
-    // each residual add runs fused with the RMSNorm after it (add_rms_norm: bitwise add, then norm)
-    // x += add (when not null); xn = rmsnorm(x) * w, with xq = xn's bf16 X where the glue is fused
-    auto norm = [&](const float* add, const float* w) {
-      p.xn_cols = p.glue && k::rms_norm_xq(s, p.x, add, w, Tc, H, eps, p.xn, p.xq) ? H : -1;
-      if (p.xn_cols >= 0) return;
-      if (add) k::add_rms_norm(s, p.x, add, w, Tc, H, eps, p.xn);
-      else k::rms_norm(s, p.x, H, w, Tc, H, eps, p.xn, H);
-    };
+    auto norm = [&](const float* add, const float* w) { prefill_norm(Tc, add, w); };
     norm(nullptr, layers_.front().input_norm);
     for (size_t li = 0; li < layers_.size(); ++li) {
       const DLayer& L = layers_[li];
@@ -562,15 +566,9 @@ void CudaEngine::head_prefill(CudaSeqState& st, const float* hidden, const int32
     k::rms_norm(s, p.x, H, mtp_norm_e_, Tc, H, eps, p.cat, 2 * H);
     k::rms_norm(s, p.h, H, mtp_norm_h_, Tc, H, eps, p.cat + H, 2 * H);
     gemm_shared({{&mtp_fc_, p.x}}, p.cat, Tc);
-    auto norm = [&](const float* add, const float* w) {  // as prefill()'s
-      p.xn_cols = p.glue && k::rms_norm_xq(s, p.x, add, w, Tc, H, eps, p.xn, p.xq) ? H : -1;
-      if (p.xn_cols >= 0) return;
-      if (add) k::add_rms_norm(s, p.x, add, w, Tc, H, eps, p.xn);
-      else k::rms_norm(s, p.x, H, w, Tc, H, eps, p.xn, H);
-    };
-    norm(nullptr, L.input_norm);
+    prefill_norm(Tc, nullptr, L.input_norm);
     prefill_attention(L.attn, st.mtp_k(), st.mtp_v(), Tc, pos0 + c0, p.o);
-    norm(p.o, L.post_norm);
+    prefill_norm(Tc, p.o, L.post_norm);
     prefill_ffn(L, Tc, p.o);
     k::add(s, p.x, p.o, Tc * H);
     p.xn_cols = -1;
