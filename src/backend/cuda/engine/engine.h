@@ -165,10 +165,11 @@ class CudaEngine final : public DeviceEngine {
   // MERE_CUDA_DRAFTS: unset or device: greedy MTP drafts computed and chained on the device
   // (draft_greedy, one host wait a draft chain); host: mtp_forward + the host's argmax each draft.
   bool drafts_on_device_ = true;
-  // MERE_CUDA_HEAD_PREFILL=on: draft_greedy's catch-up pass over >= kGemmRows rows (the prompt's
-  // priming) runs on the prompt's GEMMs (head_prefill); unset or off: 9-row head passes, the default
-  // until a GPU run has checked and measured it (session 29 built it; no device came after).
-  bool head_prefill_ = false;
+  // MERE_CUDA_HEAD_PREFILL (default on; off: 9-row head passes): draft_greedy's catch-up pass over
+  // >= kGemmRows rows (the prompt's priming) runs on the prompt's GEMMs (head_prefill). Session 30
+  // (H100): the bundled dense model's math workload 0.96x -> 1.50x serial (the priming's cost no
+  // longer ends the request on the fallback), the other workloads unchanged within noise.
+  bool head_prefill_ = true;
   // GQA-aware decode attention (k::attention_gqa): default where the heads allow it,
   // MERE_CUDA_ATTN=split turns it off; read at load
   bool attn_gqa_ = false;

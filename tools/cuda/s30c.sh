@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Session 30's 2nd call (mere.run, mere_engine_check: `tools/cuda/make_carry.sh --bins "mere.run
+# mere_engine_check" --out build/carry/run.tar.xz`; bench/ aside, both bundled models and
+# tests/data/mtp travel): the head's priming on the prompt's GEMMs made the default (s30a: dense math
+# 0.96x -> 1.50x serial), checked and measured on both bundled models:
+#  1. engine_check's sections of both bundled models (fixtures, CUDA == CPU, CUDA+MTP == CUDA, the new
+#     head-priming check: GEMMs vs 9-row head passes) and of the 0.8B and 35B-A3B geometries;
+#  2. model benchmark, both bundled models, five workloads, baseline / adaptive, 256 tokens, 5 reps;
+#  3. on an H200 only: 27B oracle-fed verification w1/4/8/9, decode receipts 27B and 35B-A3B.
+CARRY=build/carry/run.tar.xz LIMIT_DEFAULT=${LIMIT:-420} . tools/cuda/call_prelude.sh
+for sec in qwen35-dense-tiny qwen35-moe-tiny "0.8b geometry" "35b-a3b geometry"; do
+  f=$OUT/ec-$(echo $sec | tr ' .' '__').log
+  timeout -k 5 150 $B/mere_engine_check . "$sec" >$f 2>&1
+  echo "engine_check '$sec' rc=$? $((SECONDS-t0))s"; grep -E "FAIL|engine_check:|priming" $f | cut -c1-200 | head -8
+done; pack
+for m in dense moe; do
+  left 70 && timeout 120 $B/mere.run model benchmark --model models/qwen35-$m-tiny --backend cuda --variants baseline,adaptive \
+    --tokens 256 --repetitions 5 --quiet --json >$OUT/mb-$m.json 2>$OUT/mb-$m.err && mb_summary $OUT/mb-$m.json $m
+  pack
+done
+if grep -q H200 $OUT/gpu0.txt && left 150; then
+  D27=/tmp/synth-27b
+  $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
+  timeout 90 $B/mere.run model verify-bench --model $D27 --backend cuda --widths 1,4,8,9 --prompt-tokens 128 --passes 8 \
+    --reps 5 --json >$OUT/vb-27b.json 2>$OUT/vb-27b.err && vb_summary $OUT/vb-27b.json "27b"
+  left 60 && timeout 80 $B/mere.run bench --model $D27 --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 5 --json \
+    >$OUT/engine-27b.json 2>/dev/null && bench_summary $OUT/engine-27b.json 27b
+  rm -rf $D27; pack
+  if left 90; then
+    D35=/tmp/synth-35b
+    $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
+    timeout 80 $B/mere.run bench --model $D35 --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 5 --json \
+      >$OUT/engine-35b-a3b.json 2>/dev/null && bench_summary $OUT/engine-35b-a3b.json 35b-a3b
+    rm -rf $D35
+  fi
+fi
+echo "total $((SECONDS-t0))s"; pack
