@@ -77,6 +77,10 @@ BenchmarkOptions parse_options(const Args& a) {
   o.warmups = a.get_int("warmups", 1);
   o.warmup_tokens = a.get_int("warmup-tokens", o.tokens);
   o.repetitions = a.get_int("repetitions", 3);
+  const std::string order = a.get("order", "interleaved");
+  MERE_CHECK(order == "interleaved" || order == "grouped", "model benchmark",
+             "--order: expected interleaved or grouped, got \"", order, "\"");
+  o.interleave = order == "interleaved";
   o.temperature = static_cast<float>(a.get_double("temperature", 0.0));
   o.top_p = static_cast<float>(a.get_double("top-p", 1.0));
   const int64_t seed = a.get_int("seed", 0);
@@ -209,8 +213,9 @@ Command make() {
       "model benchmark",
       "measure generation speed: scenarios x variants (baseline/adaptive/forced MTP) x repetitions, as JSON",
       "Requests are fixed-length (EOS ignored), sent through the model's chat template with thinking off,\n"
-      "with no prefix cache and no batching. Each variant runs its warm-ups, then its measured repetitions,\n"
-      "in --variants order. baseline = MTP off; adaptive = model defaults (MERERUN_Q35_* honoured);\n"
+      "with no prefix cache and no batching. Every variant runs its warm-ups, then the measured repetitions\n"
+      "run in rounds of one request per variant, in --variants order (--order grouped: each variant's\n"
+      "warm-ups and repetitions before the next variant's). baseline = MTP off; adaptive = model defaults (MERERUN_Q35_* honoured);\n"
       "forced = MTP admitted where the defaults would not. Progress goes to stderr. See docs/benchmark.md.",
       {{"model", "DIR", "model directory", ""},
        {"workloads", "LIST", "comma-separated built-in workloads: code, chat, prose, math, summary", "all five"},
@@ -223,6 +228,8 @@ Command make() {
        {"warmup-tokens", "N", "generated tokens per warm-up request", "--tokens"},
        {"repetitions", "N", "measured requests per scenario and variant", "3"},
        {"variants", "LIST", "comma-separated variants in run order: baseline, adaptive, forced", "baseline,adaptive"},
+       {"order", "ORDER", "interleaved (repetition i of every variant, then i + 1) or grouped (variant by variant)",
+        "interleaved"},
        {"temperature", "T", "sampling temperature; 0 = greedy", "0"},
        {"top-p", "P", "nucleus sampling mass in (0, 1]", "1"},
        {"seed", "N", "request RNG seed (the same for every request)", "0"},

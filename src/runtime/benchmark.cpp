@@ -363,13 +363,26 @@ Json run_benchmark(const Qwen35Model& model, const Tokenizer& tok, const ChatTem
     int64_t ref_tokens = 0;
     Json mismatches = Json::array();
 
+    // one variant's requests and tallies
+    struct Run {
+      BenchmarkVariant v;
+      std::string name;
+      SpeculationOptions spec;
+      Json vj = Json::object(), warmups = Json::array(), reps = Json::array();
+      std::vector<double> decode, e2e, ttft, prefill;
+      AccelerationStats total;
+      std::map<std::string, int64_t> routes;
+      std::vector<std::string> hashes;
+    };
+    std::vector<Run> runs;
     for (BenchmarkVariant v : opt.variants) {
-      const std::string vname(variant_name(v));
-      const SpeculationOptions spec = variant_speculation(v, opt);
-      Json vj = Json::object();
-      vj["variant"] = vname;
-      vj["speculation"] = speculation_json(spec);
-      const ResolvedSpeculation rs = resolve_speculation(spec, model, measured);
+      Run& run = runs.emplace_back();
+      run.v = v;
+      run.name = std::string(variant_name(v));
+      run.spec = variant_speculation(v, opt);
+      run.vj["variant"] = run.name;
+      run.vj["speculation"] = speculation_json(run.spec);
+      const ResolvedSpeculation rs = resolve_speculation(run.spec, model, measured);
       Json resolved = Json::object();
       resolved["enabled"] = rs.enabled;
       resolved["blockSize"] = rs.block_size;
@@ -377,82 +390,92 @@ Json run_benchmark(const Qwen35Model& model, const Tokenizer& tok, const ChatTem
       resolved["measuredCosts"] = rs.measured_costs;
       resolved["pipelinedFallback"] = rs.pipelined_fallback;
       resolved["reason"] = rs.reason;
-      vj["resolvedSpeculation"] = std::move(resolved);
-      Json warmups = Json::array(), reps = Json::array();
+      run.vj["resolvedSpeculation"] = std::move(resolved);
+    }
+    auto warm_up = [&](Run& run) {
       for (int64_t i = 0; i < opt.warmups; ++i) {
-        RequestResult r = run_request(model, tok, tmpl, eos_ids, w, warm, context, spec);
+        RequestResult r = run_request(model, tok, tmpl, eos_ids, w, warm, context, run.spec);
         say(format_line("[benchmark] %s/%s warm-up %lld/%lld: %lld tokens, decode %.1f tok/s", w.name.c_str(),
-                        vname.c_str(), (long long)(i + 1), (long long)opt.warmups, (long long)r.generated,
+                        run.name.c_str(), (long long)(i + 1), (long long)opt.warmups, (long long)r.generated,
                         r.decode_tok_s));
-        warmups.push_back(std::move(r.record));
+        run.warmups.push_back(std::move(r.record));
       }
-      std::vector<double> decode, e2e, ttft, prefill;
-      AccelerationStats total;
-      std::map<std::string, int64_t> routes;
-      std::vector<std::string> hashes;
-      for (int64_t i = 0; i < opt.repetitions; ++i) {
-        RequestResult r = run_request(model, tok, tmpl, eos_ids, w, measured, context, spec);
-        say(format_line("[benchmark] %s/%s repetition %lld/%lld: %lld tokens, decode %.1f tok/s, request %.1f tok/s, "
-                        "TTFT %.1f ms, route %s, acceptance %.2f",
-                        w.name.c_str(), vname.c_str(), (long long)(i + 1), (long long)opt.repetitions,
-                        (long long)r.generated, r.decode_tok_s, r.end_to_end_tok_s, r.ttft * 1e3,
-                        r.accel.route.c_str(), r.accel.acceptance_rate()));
-        decode.push_back(r.decode_tok_s);
-        e2e.push_back(r.end_to_end_tok_s);
-        ttft.push_back(r.ttft);
-        prefill.push_back(r.prefill_tok_s);
-        total.rounds += r.accel.rounds;
-        total.drafted += r.accel.drafted;
-        total.accepted += r.accel.accepted;
-        total.replacement_passes += r.accel.replacement_passes;
-        routes[r.accel.route] += 1;
-        hashes.push_back(r.ids_sha);
-        if (r.generated != opt.tokens) fixed_length = false;
-        if (!have_ref) {
-          have_ref = true;
-          ref_ids = r.ids;
-          ref_sha = r.ids_sha;
-          ref_tokens = r.generated;
-          ref_variant = vname;
-        } else if (r.ids_sha != ref_sha || r.generated != ref_tokens) {
-          parity = false;
-          Json m = Json::object();
-          m["variant"] = vname;
-          m["repetition"] = i;
-          m["outputSHA256"] = r.ids_sha;
-          m["generatedTokens"] = r.generated;
-          m["firstDivergentToken"] = first_divergence(ref_ids, r.ids);
-          mismatches.push_back(std::move(m));
-        }
-        Json rec = std::move(r.record);
-        rec["repetition"] = i;
-        reps.push_back(std::move(rec));
+    };
+    auto measure = [&](Run& run, int64_t i) {
+      RequestResult r = run_request(model, tok, tmpl, eos_ids, w, measured, context, run.spec);
+      say(format_line("[benchmark] %s/%s repetition %lld/%lld: %lld tokens, decode %.1f tok/s, request %.1f tok/s, "
+                      "TTFT %.1f ms, route %s, acceptance %.2f",
+                      w.name.c_str(), run.name.c_str(), (long long)(i + 1), (long long)opt.repetitions,
+                      (long long)r.generated, r.decode_tok_s, r.end_to_end_tok_s, r.ttft * 1e3,
+                      r.accel.route.c_str(), r.accel.acceptance_rate()));
+      run.decode.push_back(r.decode_tok_s);
+      run.e2e.push_back(r.end_to_end_tok_s);
+      run.ttft.push_back(r.ttft);
+      run.prefill.push_back(r.prefill_tok_s);
+      run.total.rounds += r.accel.rounds;
+      run.total.drafted += r.accel.drafted;
+      run.total.accepted += r.accel.accepted;
+      run.total.replacement_passes += r.accel.replacement_passes;
+      run.routes[r.accel.route] += 1;
+      run.hashes.push_back(r.ids_sha);
+      if (r.generated != opt.tokens) fixed_length = false;
+      if (!have_ref) {
+        have_ref = true;
+        ref_ids = r.ids;
+        ref_sha = r.ids_sha;
+        ref_tokens = r.generated;
+        ref_variant = run.name;
+      } else if (r.ids_sha != ref_sha || r.generated != ref_tokens) {
+        parity = false;
+        Json m = Json::object();
+        m["variant"] = run.name;
+        m["repetition"] = i;
+        m["outputSHA256"] = r.ids_sha;
+        m["generatedTokens"] = r.generated;
+        m["firstDivergentToken"] = first_divergence(ref_ids, r.ids);
+        mismatches.push_back(std::move(m));
       }
-      const SampleSummary ds = summarize_sample(decode), es = summarize_sample(e2e);
-      decode_by_variant[v] = ds;
-      e2e_by_variant[v] = es;
+      Json rec = std::move(r.record);
+      rec["repetition"] = i;
+      run.reps.push_back(std::move(rec));
+    };
+    if (opt.interleave) {  // every variant's warm-ups, then repetition i of each variant in turn
+      for (Run& run : runs) warm_up(run);
+      for (int64_t i = 0; i < opt.repetitions; ++i)
+        for (Run& run : runs) measure(run, i);
+    } else {  // each variant's warm-ups and repetitions, one variant after the other
+      for (Run& run : runs) {
+        warm_up(run);
+        for (int64_t i = 0; i < opt.repetitions; ++i) measure(run, i);
+      }
+    }
+    for (Run& run : runs) {
+      const SampleSummary ds = summarize_sample(run.decode), es = summarize_sample(run.e2e);
+      decode_by_variant[run.v] = ds;
+      e2e_by_variant[run.v] = es;
       Json sum = Json::object();
       sum["decodeTokensPerSecond"] = summary_json(ds);
       sum["endToEndTokensPerSecond"] = summary_json(es);
-      sum["ttftSeconds"] = summary_json(summarize_sample(ttft));
-      sum["prefillTokensPerSecond"] = summary_json(summarize_sample(prefill));
+      sum["ttftSeconds"] = summary_json(summarize_sample(run.ttft));
+      sum["prefillTokensPerSecond"] = summary_json(summarize_sample(run.prefill));
       Json acc = Json::object();
       Json rj = Json::object();
-      for (auto& [route, n] : routes) rj[route] = n;
+      for (auto& [route, n] : run.routes) rj[route] = n;
       acc["routes"] = std::move(rj);
-      acc["rounds"] = total.rounds;
-      acc["draftedTokens"] = total.drafted;
-      acc["acceptedTokens"] = total.accepted;
-      acc["acceptanceRate"] = total.acceptance_rate();
-      acc["meanAcceptedLength"] = total.mean_accepted_length();
-      acc["replacementPasses"] = total.replacement_passes;
+      acc["rounds"] = run.total.rounds;
+      acc["draftedTokens"] = run.total.drafted;
+      acc["acceptedTokens"] = run.total.accepted;
+      acc["acceptanceRate"] = run.total.acceptance_rate();
+      acc["meanAcceptedLength"] = run.total.mean_accepted_length();
+      acc["replacementPasses"] = run.total.replacement_passes;
       sum["acceleration"] = std::move(acc);
-      sum["outputsConsistent"] = std::all_of(hashes.begin(), hashes.end(), [&](const std::string& h) { return h == hashes.front(); });
-      sum["outputSHA256"] = hashes.front();
-      vj["summary"] = std::move(sum);
-      vj["warmups"] = std::move(warmups);
-      vj["repetitions"] = std::move(reps);
-      variants.push_back(std::move(vj));
+      sum["outputsConsistent"] =
+          std::all_of(run.hashes.begin(), run.hashes.end(), [&](const std::string& h) { return h == run.hashes.front(); });
+      sum["outputSHA256"] = run.hashes.front();
+      run.vj["summary"] = std::move(sum);
+      run.vj["warmups"] = std::move(run.warmups);
+      run.vj["repetitions"] = std::move(run.reps);
+      variants.push_back(std::move(run.vj));
     }
 
     Json speedups = Json::object();
@@ -486,6 +509,7 @@ Json run_benchmark(const Qwen35Model& model, const Tokenizer& tok, const ChatTem
   settings["warmups"] = opt.warmups;
   settings["warmupTokens"] = opt.warmup_tokens;
   settings["repetitions"] = opt.repetitions;
+  settings["order"] = opt.interleave ? "interleaved" : "grouped";
   Json vs = Json::array();
   for (BenchmarkVariant v : opt.variants) vs.push_back(std::string(variant_name(v)));
   settings["variants"] = std::move(vs);

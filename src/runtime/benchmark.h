@@ -43,6 +43,10 @@ struct BenchmarkOptions {
   int64_t warmups = 1;           // per scenario and variant, before the measured repetitions
   int64_t warmup_tokens = 256;
   int64_t repetitions = 3;
+  // true: every variant's warm-ups, then the repetitions in rounds of one request per variant (a slow
+  // drift of the machine, such as another tenant's load, falls on every variant alike); false: each
+  // variant's warm-ups and repetitions before the next variant's (the order to session 29)
+  bool interleave = true;
   float temperature = 0.0f;      // 0: greedy
   float top_p = 1.0f;
   uint64_t seed = 0;             // request RNG seed, the same for every request
