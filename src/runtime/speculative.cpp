@@ -357,6 +357,13 @@ class Round {
     for (int j = 0; j < d; ++j) a.drafted_by_position[static_cast<size_t>(j)] += 1;
     for (int j = 0; j < acc; ++j) a.accepted_by_position[static_cast<size_t>(j)] += 1;
     policy_.record(acc, d);
+    if (std::getenv("MERERUN_Q35_MTP_DEBUG")) {
+      std::fprintf(stderr, "[mtp-debug] round %lld n_conf %lld mtp %lld len %lld d %d acc %d head %.3f ms verify %.3f ms drafts",
+                   (long long)a.rounds, (long long)n_conf, (long long)mtp_confirmed, (long long)mem_.length(), d, acc,
+                   head_s * 1e3, verify_s * 1e3);
+      for (int j = 0; j < d; ++j) std::fprintf(stderr, " %d", drafts[static_cast<size_t>(j)]);
+      std::fprintf(stderr, "\n");
+    }
 
     for (int j = 0; j < acc; ++j)
       if (!emit(drafts[static_cast<size_t>(j)])) return 0;
