@@ -24,7 +24,11 @@
 //     every pair also holds each engine's MTP generation to its own plain one (exactness).
 //  7. The head's priming on the prompt's GEMMs (the default) against 9-row head passes: the head rows
 //     after it within the tensor-core prefill's bound, on both bundled models and both geometries.
+//  8. Two devices in one process (a 2-GPU machine; skipped on one): the 0.8B geometry's greedy
+//     generations on cuda:1 after cuda:0, under both 4-bit matvec kernels.
 // Prints one line per check and a summary; exit status 1 when any check fails.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -587,6 +591,33 @@ void head_priming(const std::string& root, const std::string& name, const std::s
          name + " head priming on the prompt's GEMMs vs MERE_CUDA_HEAD_PREFILL=off: the next 9 head rows", buf);
 }
 
+// Two devices in one process (skipped on a one-GPU machine): a 4-bit checkpoint loaded on cuda:0, then on
+// cuda:1, so every kernel's first launch is on device 0 and the shared-memory opt-ins must be made again
+// on device 1 (smem_opt_in.h); greedy 64 tokens after a 48-token prompt (the prompt's GEMMs), plain and
+// with MTP, must be equal on both devices, under both 4-bit matvec kernels (int, mma).
+void two_devices(const std::string& root, const std::string& name, const std::string& dir, const std::string& ids_from) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
+    std::printf("SKIP %s two devices: %d device(s)\n", name.c_str(), n);
+    return;
+  }
+  const auto ids = read_ids(root + "/tests/data/mtp/" + ids_from + "/input_ids.json");
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 48);
+  for (const char* mv : {"int", "mma"}) {
+    ScopedEnv e("MERE_CUDA_QMATVEC", mv);
+    std::vector<int32_t> plain[2], mtp[2];
+    for (int d = 0; d < 2; ++d) {
+      const auto m = Qwen35Model::load(dir, "cuda:" + std::to_string(d));
+      plain[d] = generate(*m, prompt, 64, false);
+      mtp[d] = generate(*m, prompt, 64, true);
+    }
+    const bool ok = plain[0] == plain[1] && mtp[0] == mtp[1] && mtp[0] == plain[0];
+    report(ok, name + " cuda:0 then cuda:1, MERE_CUDA_QMATVEC=" + mv + ": greedy 64 tokens equal",
+           "plain first difference at " + std::to_string(first_diff(plain[0], plain[1])) + ", MTP at " +
+               std::to_string(first_diff(mtp[0], mtp[1])) + " (-1 = none)");
+  }
+}
+
 // MERE_CUDA_FUSE (fused producers + multi-matrix matvec + residual epilogue, the default) against
 // MERE_CUDA_FUSE=0 (the unfused launch sequence): the same arithmetic by construction.
 void fusion(const std::string& root, const std::string& name, const std::string& dir) {
@@ -667,6 +698,7 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_HEAD_PREFILL", "off", false, "qwen35-dense-tiny");
     head_priming(root, "qwen3.5-0.8b", dir, false, "qwen35-dense-tiny");
     prefill_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
+    two_devices(root, "qwen3.5-0.8b", dir, "qwen35-dense-tiny");
   });
   guarded("qwen35-dense-tiny (4-bit copy) fusion", [&] {
     QuantizeOptions q;

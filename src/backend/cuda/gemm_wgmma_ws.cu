@@ -28,6 +28,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/smem_opt_in.h"
 #include "backend/cuda/gemm_dequant.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/tma.cuh"
@@ -470,9 +471,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <int MT, bool DQ>
 int resident_blocks(const CudaDevice& dev) {
   using G = WsGeo<MT, DQ>;
-  static const int per_sm = [] {
-    MERE_CUDA_CHECK(cudaFuncSetAttribute(wgemm_ws_kernel<MT, DQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(G::kSmem)));
+  opt_in_smem(wgemm_ws_kernel<MT, DQ>, static_cast<int>(G::kSmem));  // on this device, before any launch
+  static const int per_sm = [] {  // a property of the GPU model (the same on every device of one kind)
     int n = 0;
     MERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgemm_ws_kernel<MT, DQ>, kThreads, G::kSmem));
     return n;

@@ -37,6 +37,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/smem_opt_in.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_int.h"
@@ -353,10 +354,7 @@ GmVariant make_gm() {
   GmVariant v{P, G, DB, {}};
   qm::fill_by_T<1, kMaxSkinnyRows>(v.fns, [](auto t) {
     constexpr int T = decltype(t)::value;
-    const GmFn fn = &qmatvec_gmma_kernel<T, P, G, DB, gm_window(T)>;
-    MERE_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(gm_smem_bytes(T, gm_window(T)))));
-    return fn;
+    return &qmatvec_gmma_kernel<T, P, G, DB, gm_window(T)>;
   });
   return v;
 }
@@ -455,9 +453,10 @@ void q4gm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws,
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled group-integer tensor-core kernel for ring depth ", P,
              " with ", G, " groups a step");
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
-  launch("qmatvec_gmma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32),
-         gm_smem_bytes(static_cast<int>(T), gm_window(static_cast<int>(T))), s, args, L.gdg, L.gsx2,
-         static_cast<int>(cols));
+  const size_t smem = gm_smem_bytes(static_cast<int>(T), gm_window(static_cast<int>(T)));
+  opt_in_smem(v->fns[T - 1], static_cast<int>(smem));
+  launch("qmatvec_gmma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>(units / kWarps)), dim3(kWarps * 32), smem, s,
+         args, L.gdg, L.gsx2, static_cast<int>(cols));
 }
 
 }  // namespace mere::cuda::detail

@@ -32,6 +32,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/smem_opt_in.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_int.h"
@@ -224,12 +225,8 @@ const MmaVariant* find_mma(int64_t T, int D, int* index) {
   return nullptr;
 }
 
-// The dynamic shared-memory limit of a kernel is raised once, before its first launch.
-void raise_smem(int index, int64_t T, const MmaVariant& v) {
-  static std::atomic<bool> raised[4][kMaxSkinnyRows] = {};
-  if (!raised[index][T - 1].exchange(true))
-    MERE_CUDA_CHECK(cudaFuncSetAttribute(v.fns[T - 1], cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem[T - 1]));
-}
+// The dynamic shared-memory limit of a kernel is raised before its first launch on each device.
+void raise_smem(int64_t T, const MmaVariant& v) { opt_in_smem(v.fns[T - 1], v.smem[T - 1]); }
 
 }  // namespace
 
@@ -266,7 +263,7 @@ void q4imma_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* w
   int index = 0;
   const MmaVariant* v = find_mma(T, D, &index);
   MERE_CHECK(v != nullptr, "qmatvec", "no compiled tensor-core integer kernel for T=", T, " stages=", D);
-  raise_smem(index, T, *v);
+  raise_smem(T, *v);
   const prep::Layout L = prep::layout(const_cast<float*>(ws), T, cols, 4);
   launch("qmatvec_imma_kernel", v->fns[T - 1], dim3(static_cast<unsigned>((tiles + kWarps - 1) / kWarps)),
          dim3(kWarps * 32), static_cast<size_t>(v->smem[T - 1]), s, args, reinterpret_cast<const uint32_t*>(L.dg),

@@ -11,6 +11,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/smem_opt_in.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_prep.cuh"
@@ -205,18 +206,18 @@ inline const RingVariant* find_ring(const RingVariant* v, int n, int64_t T, int 
   return nullptr;
 }
 // Blocks a multiprocessor holds of a table's variant at T with its ring (the dynamic shared-memory
-// limit raised once per kernel first); at least 1. One object per table (a function-local static).
+// limit raised first, on the current device: opt_in_smem); at least 1. One object per table (a
+// function-local static). The occupancy is cached per process: a property of the GPU model, the same
+// on every device of a host of one kind of GPU.
 class RingOccupancy {
  public:
   int get(int index, int64_t T, const RingVariant& v) {
-    if (!raised_[index][T - 1].exchange(true))
-      MERE_CUDA_CHECK(cudaFuncSetAttribute(v.fns[T - 1], cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem));
+    opt_in_smem(v.fns[T - 1], v.smem);
     return std::max(1, cache_.get(index, T, v.fns[T - 1], kWarps * 32, static_cast<size_t>(v.smem)));
   }
 
  private:
   qm::OccupancyCache<8, kMaxSkinnyRows> cache_;
-  std::atomic<bool> raised_[8][kMaxSkinnyRows] = {};
 };
 // Whether a streamed kernel can read every matrix of a launch: cols % col_multiple == 0, 16-byte
 // aligned codes, scales and biases aligned to scale_align bytes.
