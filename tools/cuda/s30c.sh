@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 30's 2nd call (mere.run, mere_engine_check: `tools/cuda/make_carry.sh --bins "mere.run
 # mere_engine_check" --out build/carry/run.tar.xz`; bench/ aside, both bundled models and
-# tests/data/mtp travel): the head's priming on the prompt's GEMMs made the default (s30a: dense math
+# tests/data/mtp travel; also the per-device shared-memory opt-in): the head's priming on the prompt's GEMMs made the default (s30a: dense math
 # 0.96x -> 1.50x serial), checked and measured on both bundled models:
 #  1. engine_check's sections of both bundled models (fixtures, CUDA == CPU, CUDA+MTP == CUDA, the new
 #     head-priming check: GEMMs vs 9-row head passes) and of the 0.8B and 35B-A3B geometries;
@@ -13,6 +13,15 @@ for sec in qwen35-dense-tiny qwen35-moe-tiny "0.8b geometry" "35b-a3b geometry";
   timeout -k 5 150 $B/mere_engine_check . "$sec" >$f 2>&1
   echo "engine_check '$sec' rc=$? $((SECONDS-t0))s"; grep -E "FAIL|engine_check:|priming" $f | cut -c1-200 | head -8
 done; pack
+# the shared-memory opt-in now made per device at each launch (smem_opt_in.h): both 4-bit matvec kernels
+# at the 0.8B geometry, verification widths 1 and 8 and forced-depth parity
+D08=/tmp/synth-08b
+$B/mere.run model synth --geometry qwen3.5-0.8b --bits 4 --group-size 64 --out $D08 --quiet
+for mv in int mma; do
+  MERE_CUDA_QMATVEC=$mv timeout 60 $B/mere.run model verify-bench --model $D08 --backend cuda --widths 1,8 --prompt-tokens 64 \
+    --passes 4 --reps 2 --parity-depths 1,4 --json >$OUT/vb-08b-$mv.json 2>$OUT/vb-08b-$mv.err
+  echo "0.8b $mv verify-bench rc=$?"; vb_summary $OUT/vb-08b-$mv.json "0.8b $mv"; parity_summary $OUT/vb-08b-$mv.json "0.8b $mv"
+done; rm -rf $D08; pack
 for m in dense moe; do
   left 70 && timeout 120 $B/mere.run model benchmark --model models/qwen35-$m-tiny --backend cuda --variants baseline,adaptive \
     --tokens 256 --repetitions 5 --quiet --json >$OUT/mb-$m.json 2>$OUT/mb-$m.err && mb_summary $OUT/mb-$m.json $m
