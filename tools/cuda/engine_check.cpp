@@ -571,24 +571,35 @@ void head_priming(const std::string& root, const std::string& name, const std::s
   const auto ids = read_ids(root + "/tests/data/mtp/" + (ids_from.empty() ? name : ids_from) + "/input_ids.json");
   const int64_t P = 48, R = 9, V = gemm->config().vocab_size, H = gemm->config().hidden_size;
   MERE_CHECK(static_cast<int64_t>(ids.size()) >= P + R + 1, "engine_check", "fixture ids too short for the priming check");
-  auto run = [&](const Qwen35Model& m, std::vector<int32_t>& drafts) {
+  // host: the host drafting loop's priming instead (mtp_forward of the rows without outputs, CudaEngine::
+  // mtp_forward's GEMM path), else the device drafting's (draft_greedy)
+  auto run = [&](const Qwen35Model& m, bool host, std::vector<int32_t>& drafts) {
     std::vector<float> hid(static_cast<size_t>((P + R) * H)), lg(static_cast<size_t>(R * V));
     SequenceMemory mem = m.new_memory();
     m.forward(ids.data(), P + R, mem, hid.data(), nullptr, LogitsMode::None);
     drafts.assign(3, -1);
-    m.device_engine()->draft_greedy(hid.data(), ids.data() + 1, P - 1, 3, mem, drafts.data());
-    mem.mtp_kv().truncate(P - 1);
+    if (host) {
+      m.mtp_forward(hid.data(), ids.data() + 1, P - 1, mem, nullptr, nullptr, LogitsMode::None);
+    } else {
+      m.device_engine()->draft_greedy(hid.data(), ids.data() + 1, P - 1, 3, mem, drafts.data());
+      mem.mtp_kv().truncate(P - 1);
+    }
     m.mtp_forward(hid.data() + (P - 1) * H, ids.data() + P, R, mem, nullptr, lg.data(), LogitsMode::All);
     return lg;
   };
-  std::vector<int32_t> dg, dr;
-  const auto g = run(*gemm, dg), r = run(*rows, dr);
-  const LogitDiff d = logit_diff(g.data(), r.data(), R, V);
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "nmse %.3g (bound 1e-4), argmax %lld/%lld, max|d| %.3g; drafts %s", d.nmse,
-                (long long)d.argmax_agree, (long long)R, d.max_abs, dg == dr ? "equal" : "differ");
-  report(d.finite && d.nmse <= 1e-4 && (!argmax_rows || d.argmax_agree == R),
-         name + " head priming on the prompt's GEMMs vs MERE_CUDA_HEAD_PREFILL=off: the next 9 head rows", buf);
+  for (const bool host : {false, true}) {
+    std::vector<int32_t> dg, dr;
+    const auto g = run(*gemm, host, dg), r = run(*rows, host, dr);
+    const LogitDiff d = logit_diff(g.data(), r.data(), R, V);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "nmse %.3g (bound 1e-4), argmax %lld/%lld, max|d| %.3g%s", d.nmse,
+                  (long long)d.argmax_agree, (long long)R, d.max_abs,
+                  host ? "" : (dg == dr ? "; drafts equal" : "; drafts differ"));
+    report(d.finite && d.nmse <= 1e-4 && (!argmax_rows || d.argmax_agree == R),
+           name + " head priming (" + (host ? "mtp_forward" : "draft_greedy") +
+               ") on the prompt's GEMMs vs MERE_CUDA_HEAD_PREFILL=off: the next 9 head rows",
+           buf);
+  }
 }
 
 // Two devices in one process (skipped on a one-GPU machine): a 4-bit checkpoint loaded on cuda:0, then on

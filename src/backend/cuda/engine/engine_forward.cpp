@@ -499,6 +499,13 @@ void CudaEngine::mtp_forward(const float* hidden, const int32_t* ids, int64_t T,
   DeviceGuard guard(dev_.ordinal());
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, pos0 = mem.mtp_length();
   st.ensure_kv(pos0 + T, true);
+  if (!mtp_hidden && !logits && T >= kGemmRows && prefill_gemm_enabled() && head_prefill_) {
+    // rows only written to the head's cache (the host drafting loop's priming): the prompt's GEMMs
+    head_prefill(st, hidden, ids, T, pos0);
+    dev_.synchronize("cuda mtp_forward");
+    mem.advance_mtp(T);
+    return;
+  }
   for (int64_t c0 = 0; c0 < T; c0 += kRows) {
     const int64_t Tc = std::min(kRows, T - c0);
     upload_head_rows(st, hidden + c0 * H, ids + c0, Tc, pos0 + c0);
