@@ -215,8 +215,9 @@ Command make() {
       "Requests are fixed-length (EOS ignored), sent through the model's chat template with thinking off,\n"
       "with no prefix cache and no batching. Every variant runs its warm-ups, then the measured repetitions\n"
       "run in rounds of one request per variant, in --variants order (--order grouped: each variant's\n"
-      "warm-ups and repetitions before the next variant's). baseline = MTP off; adaptive = model defaults (MERERUN_Q35_* honoured);\n"
-      "forced = MTP admitted where the defaults would not. Progress goes to stderr. See docs/benchmark.md.",
+      "warm-ups and repetitions before the next variant's). baseline = MTP off;\n"
+      "adaptive = model defaults (MERERUN_Q35_* honoured); forced = MTP admitted where the defaults would\n"
+      "not. Progress goes to stderr. See docs/benchmark.md.",
       {{"model", "DIR", "model directory", ""},
        {"workloads", "LIST", "comma-separated built-in workloads: code, chat, prose, math, summary", "all five"},
        {"prompt", "TEXT", "benchmark this user message instead of the built-in workloads", ""},

@@ -469,8 +469,8 @@ Json run_benchmark(const Qwen35Model& model, const Tokenizer& tok, const ChatTem
       acc["meanAcceptedLength"] = run.total.mean_accepted_length();
       acc["replacementPasses"] = run.total.replacement_passes;
       sum["acceleration"] = std::move(acc);
-      sum["outputsConsistent"] =
-          std::all_of(run.hashes.begin(), run.hashes.end(), [&](const std::string& h) { return h == run.hashes.front(); });
+      sum["outputsConsistent"] = std::all_of(run.hashes.begin(), run.hashes.end(),
+                                             [&](const std::string& h) { return h == run.hashes.front(); });
       sum["outputSHA256"] = run.hashes.front();
       run.vj["summary"] = std::move(sum);
       run.vj["warmups"] = std::move(run.warmups);

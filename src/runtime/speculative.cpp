@@ -267,10 +267,11 @@ class Round {
       // reads (run as the prompt's GEMMs, CudaEngine::mtp_forward), then the last row with its hidden
       // state and logits
       const int64_t quiet = m_.device_engine() && n_conf > kQuietPrimeRows ? n_conf - 1 : 0;
-      if (quiet > 0) m_.mtp_forward(pending_h_.data(), pending_ids_.data(), quiet, mem_, nullptr, nullptr, LogitsMode::None);
+      if (quiet > 0)
+        m_.mtp_forward(pending_h_.data(), pending_ids_.data(), quiet, mem_, nullptr, nullptr, LogitsMode::None);
       std::vector<float> mh(static_cast<size_t>((n_conf - quiet) * H_)), ql(static_cast<size_t>(V_));
-      m_.mtp_forward(pending_h_.data() + quiet * H_, pending_ids_.data() + quiet, n_conf - quiet, mem_, mh.data(), ql.data(),
-                     LogitsMode::Last);
+      m_.mtp_forward(pending_h_.data() + quiet * H_, pending_ids_.data() + quiet, n_conf - quiet, mem_, mh.data(),
+                     ql.data(), LogitsMode::Last);
       mtp_confirmed = mem_.mtp_length();
       untimed_conf = untimed_passes();
       std::vector<float> m_prev(mh.end() - H_, mh.end()), m_next(static_cast<size_t>(H_));
@@ -366,7 +367,8 @@ class Round {
     for (int j = 0; j < acc; ++j) a.accepted_by_position[static_cast<size_t>(j)] += 1;
     policy_.record(acc, d);
     if (std::getenv("MERERUN_Q35_MTP_DEBUG")) {
-      std::fprintf(stderr, "[mtp-debug] round %lld n_conf %lld mtp %lld len %lld d %d acc %d head %.3f ms verify %.3f ms drafts",
+      std::fprintf(stderr,
+                   "[mtp-debug] round %lld n_conf %lld mtp %lld len %lld d %d acc %d head %.3f ms verify %.3f ms drafts",
                    (long long)a.rounds, (long long)n_conf, (long long)mtp_confirmed, (long long)mem_.length(), d, acc,
                    head_s * 1e3, verify_s * 1e3);
       for (int j = 0; j < d; ++j) std::fprintf(stderr, " %d", drafts[static_cast<size_t>(j)]);

@@ -570,7 +570,8 @@ void head_priming(const std::string& root, const std::string& name, const std::s
   }
   const auto ids = read_ids(root + "/tests/data/mtp/" + (ids_from.empty() ? name : ids_from) + "/input_ids.json");
   const int64_t P = 48, R = 9, V = gemm->config().vocab_size, H = gemm->config().hidden_size;
-  MERE_CHECK(static_cast<int64_t>(ids.size()) >= P + R + 1, "engine_check", "fixture ids too short for the priming check");
+  MERE_CHECK(static_cast<int64_t>(ids.size()) >= P + R + 1, "engine_check",
+             "fixture ids too short for the priming check");
   // host: the host drafting loop's priming instead (mtp_forward of the rows without outputs, CudaEngine::
   // mtp_forward's GEMM path), else the device drafting's (draft_greedy)
   auto run = [&](const Qwen35Model& m, bool host, std::vector<int32_t>& drafts) {
@@ -606,7 +607,8 @@ void head_priming(const std::string& root, const std::string& name, const std::s
 // cuda:1, so every kernel's first launch is on device 0 and the shared-memory opt-ins must be made again
 // on device 1 (smem_opt_in.h); greedy 64 tokens after a 48-token prompt (the prompt's GEMMs), plain and
 // with MTP, must be equal on both devices, under both 4-bit matvec kernels (int, mma).
-void two_devices(const std::string& root, const std::string& name, const std::string& dir, const std::string& ids_from) {
+void two_devices(const std::string& root, const std::string& name, const std::string& dir,
+                 const std::string& ids_from) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
     std::printf("SKIP %s two devices: %d device(s)\n", name.c_str(), n);
