@@ -102,4 +102,75 @@ __device__ __forceinline__ void row_step(float* __restrict__ S, const float* __r
   *srow = s;
 }
 
+// Two rows of one head a warp (MERE_CUDA_GDN_ROWS=2, D = 128 only): rows i and i + 1 of head h, a float4
+// of each a lane. Each row's arithmetic is row_step's, operation for operation (the same lane split, the
+// same butterflies, the same order), so the bits are too; the two rows share the token's k, q, g and
+// beta loads and the decay's expf, and their two butterflies are independent (twice the work in flight
+// a warp, half the warps). Token t + 1's inputs are loaded before token t's arithmetic, as in row_step.
+template <int D = kD>
+__device__ __forceinline__ void row_pair_step(float* __restrict__ S, const float* __restrict__ q,
+                                              const float* __restrict__ k, const float* __restrict__ v,
+                                              const float* __restrict__ g, const float* __restrict__ beta, int T,
+                                              int Hk, int Hv, int row0, int lane, float* __restrict__ o) {
+  static_assert(D == 128, "a row a warp");
+  const int h = row0 / D, i = row0 - h * D;
+  const int kh = h / (Hv / Hk);
+  float4* s0p = reinterpret_cast<float4*>(S + static_cast<size_t>(row0) * D) + lane;
+  float4* s1p = s0p + D / 4;
+  if (T < 1) return;
+  float4 s0 = *s0p, s1 = *s1p;
+  struct In {
+    StepIn a;  // k, q, g, beta and row i's v
+    float v1;  // row i + 1's v
+  };
+  auto load = [&](int t) {
+    In in;
+    in.a = load_step<false, D>(q, k, v, g, beta, t, Hk, Hv, h, kh, i, lane);
+    in.v1 = __ldg(v + (static_cast<size_t>(t) * Hv + h) * D + i + 1);
+    return in;
+  };
+  auto scale = [](float4& s, float decay) {
+    s.x = __fmul_rn(s.x, decay);
+    s.y = __fmul_rn(s.y, decay);
+    s.z = __fmul_rn(s.z, decay);
+    s.w = __fmul_rn(s.w, decay);
+  };
+  auto update = [](float4& s, float d, const float4& kk) {
+    s.x = __fmaf_rn(d, kk.x, s.x);
+    s.y = __fmaf_rn(d, kk.y, s.y);
+    s.z = __fmaf_rn(d, kk.z, s.z);
+    s.w = __fmaf_rn(d, kk.w, s.w);
+  };
+  auto step = [&](const In& in, int t) {
+    const float decay = expf(in.a.g);
+    scale(s0, decay);
+    scale(s1, decay);
+    const float m0 = warp_sum<32>(dot4(s0, in.a.k)), m1 = warp_sum<32>(dot4(s1, in.a.k));
+    update(s0, __fmul_rn(in.a.beta, __fsub_rn(in.a.v, m0)), in.a.k);
+    update(s1, __fmul_rn(in.a.beta, __fsub_rn(in.v1, m1)), in.a.k);
+    const float o0 = warp_sum<32>(dot4(s0, in.a.q)), o1 = warp_sum<32>(dot4(s1, in.a.q));
+    if (lane == 0) {
+      float* orow = o + (static_cast<size_t>(t) * Hv + h) * D + i;
+      orow[0] = o0;
+      orow[1] = o1;
+    }
+  };
+  In a = load(0), b;
+  if (T == 1) {
+    step(a, 0);
+    *s0p = s0;
+    *s1p = s1;
+    return;
+  }
+  for (int t = 0; t < T; t += 2) {
+    b = load(min(t + 1, T - 1));  // past the end: re-read, unused
+    step(a, t);
+    if (t + 1 >= T) break;
+    a = load(min(t + 2, T - 1));
+    step(b, t + 1);
+  }
+  *s0p = s0;
+  *s1p = s1;
+}
+
 }  // namespace mere::cuda::gdn
