@@ -19,7 +19,7 @@
 //     4-bit dense copy's fused decode logits also against the CPU reference (NMSE <= 1e-10).
 //  6. The same pairs for the other switches that must not change a bit (MoE routing and block, the
 //     argmax forms, the GDN block, the step + norm launch, the attention merge, MERE_CUDA_CONV=tokens and loop,
-//     MERE_CUDA_DRAFTS=host, MERE_CUDA_HEAD_PREFILL=off, MERE_CUDA_GDN_ROWS=2)
+//     MERE_CUDA_DRAFTS=host, MERE_CUDA_HEAD_PREFILL=off)
 //     on the bundled MoE and random 4-bit checkpoints of the 35B-A3B (4 layers) and 0.8B geometries;
 //     every pair also holds each engine's MTP generation to its own plain one (exactness).
 //  7. The head's priming on the prompt's GEMMs (the default) against 9-row head passes: the head rows
@@ -693,7 +693,6 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_CONV", "loop", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_HEAD_PREFILL", "off", false, "qwen35-moe-tiny");
     head_priming(root, "qwen3.5-35b-a3b-4l", dir, false, "qwen35-moe-tiny");
-    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_GDN_ROWS", "2", false, "qwen35-moe-tiny");
     fs::remove_all(dir);
   });
   // The bundled models' linear-attention heads are 64 wide (gdn_decode's half-warp rows); the
@@ -711,7 +710,6 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_DRAFTS", "host", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_HEAD_PREFILL", "off", false, "qwen35-dense-tiny");
     head_priming(root, "qwen3.5-0.8b", dir, false, "qwen35-dense-tiny");
-    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_GDN_ROWS", "2", false, "qwen35-dense-tiny");
     prefill_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREFILL_GLUE", "separate", "qwen35-dense-tiny");
     two_devices(root, "qwen3.5-0.8b", dir, "qwen35-dense-tiny");
   });

@@ -26,34 +26,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   gdn::row_step<false, D>(S, q, k, v, g, beta, T, Hk, Hv, row, static_cast<int>(threadIdx.x) % L, o);
 }
 
-// MERE_CUDA_GDN_ROWS=2: two rows of a head a warp (gdn::row_pair_step, D = 128), the same bits
-__global__ void __launch_bounds__(kWarps * 32)
-    gdn_decode_pair_kernel(float* __restrict__ S, const float* __restrict__ q, const float* __restrict__ k,
-                           const float* __restrict__ v, const float* __restrict__ g, const float* __restrict__ beta,
-                           int T, int Hk, int Hv, float* __restrict__ o) {
-  pdl_begin();
-  const int row0 = (blockIdx.x * kWarps + static_cast<int>(threadIdx.x) / 32) * 2;  // h * Dv + i, i even
-  if (row0 >= Hv * gdn::kD) return;  // never splits a warp: whole blocks
-  gdn::row_pair_step<gdn::kD>(S, q, k, v, g, beta, T, Hk, Hv, row0, static_cast<int>(threadIdx.x) % 32, o);
-}
-
 }  // namespace
 
 bool gdn_decode_supported(int64_t Dk, int64_t Dv) { return Dk == Dv && (Dk == 128 || Dk == 64); }
 
 void gdn_decode(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
-                const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o, bool pairs) {
+                const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o) {
   MERE_CHECK(gdn_decode_supported(Dk, Dv), "cuda gdn_decode", "head size: expected Dk = Dv = 128 or 64, got Dk = ", Dk,
              ", Dv = ", Dv);
   MERE_CHECK(Hk >= 1 && Hv >= Hk && Hv % Hk == 0, "cuda gdn_decode",
              "heads: expected Hv a positive multiple of Hk, got Hk = ", Hk, ", Hv = ", Hv);
   MERE_CHECK(T >= 1 && T * Hv * Dv < (int64_t{1} << 31), "cuda gdn_decode", "token count out of range, got ", T);
   DeviceGuard guard(dev.ordinal());
-  if (pairs && Dv == 128) {  // 16 rows a block: Hv * 128 rows fill whole blocks
-    launch("gdn_decode_pair_kernel", &gdn_decode_pair_kernel, static_cast<int>(Hv * Dv / (2 * kWarps)), kWarps * 32, 0,
-           dev.stream(), S, q, k, v, g, beta, static_cast<int>(T), static_cast<int>(Hk), static_cast<int>(Hv), o);
-    return;
-  }
   const int rows = static_cast<int>(Hv * Dv), per_block = kWarps * 32 / static_cast<int>(Dv / 4);
   auto kernel = Dv == 128 ? &gdn_decode_kernel<128> : &gdn_decode_kernel<64>;
   launch("gdn_decode_kernel", kernel, (rows + per_block - 1) / per_block, kWarps * 32, 0, dev.stream(), S, q, k, v, g,

@@ -14,9 +14,7 @@
 namespace mere::cuda {
 
 bool gdn_decode_supported(int64_t Dk, int64_t Dv);
-// pairs: two rows of a head a warp where Dk = Dv = 128 (MERE_CUDA_GDN_ROWS=2; the same bits)
 void gdn_decode(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
-                const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o,
-                bool pairs = false);
+                const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o);
 
 }  // namespace mere::cuda

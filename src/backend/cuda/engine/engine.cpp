@@ -31,7 +31,6 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   graph_mode_ = !g || !*g ? 2 : std::strcmp(g, "0") == 0 ? 0 : std::strcmp(g, "1") == 0 ? 1 : 2;
   drafts_on_device_ = env_choice("MERE_CUDA_DRAFTS", {"device", "host"}) != 1;
   head_prefill_ = env_choice("MERE_CUDA_HEAD_PREFILL", {"on", "off"}) != 1;
-  gdn_pairs_ = env_choice("MERE_CUDA_GDN_ROWS", {"1", "2"}) == 1;
   graph_after_ =
       static_cast<int>(env_int("MERE_CUDA_GRAPH_AFTER", 2, 1, 1000, "the use of a kind of pass that captures it"));
   // decode attention: the GQA-aware kernel by default wherever it supports the heads (H200: same

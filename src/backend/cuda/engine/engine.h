@@ -170,9 +170,6 @@ class CudaEngine final : public DeviceEngine {
   // (H100): the bundled dense model's math workload 0.96x -> 1.50x serial (the priming's cost no
   // longer ends the request on the fallback), the other workloads unchanged within noise.
   bool head_prefill_ = true;
-  // MERE_CUDA_GDN_ROWS=2: gdn_decode with two rows of a head a warp (128-wide heads; the same bits);
-  // unset or 1: a row a warp. Session 30, for the verification passes' recurrent step (opt-in until measured).
-  bool gdn_pairs_ = false;
   // GQA-aware decode attention (k::attention_gqa): default where the heads allow it,
   // MERE_CUDA_ATTN=split turns it off; read at load
   bool attn_gqa_ = false;

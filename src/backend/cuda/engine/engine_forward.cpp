@@ -602,7 +602,7 @@ void CudaEngine::draft_greedy(const float* hidden, const int32_t* ids, int64_t n
 void CudaEngine::gdn_recurrent(float* S, const float* q, const float* k, const float* v, const float* g,
                                const float* beta, int64_t T, float* o) {
   const int64_t Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim, Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
-  if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, S, q, k, v, g, beta, T, Hk, Hv, Dk, Dv, o, gdn_pairs_);
+  if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, S, q, k, v, g, beta, T, Hk, Hv, Dk, Dv, o);
   else k::gdn_generic(dev_.stream(), S, q, k, v, g, beta, T, Hk, Hv, Dk, Dv, o);
 }
 
