@@ -28,9 +28,9 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/smem_opt_in.h"
 #include "backend/cuda/gemm_dequant.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/smem_opt_in.h"
 #include "backend/cuda/tma.cuh"
 #include "backend/cuda/tma_map.h"
 #include "backend/cuda/wgemm_fixup.cuh"

@@ -32,11 +32,11 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/smem_opt_in.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_int.h"
 #include "backend/cuda/qmatvec_prep.cuh"
+#include "backend/cuda/smem_opt_in.h"
 
 namespace mere::cuda::detail {
 namespace {
