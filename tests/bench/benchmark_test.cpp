@@ -138,6 +138,37 @@ TEST(Benchmark, GreedyRunOnTinyModel) {
   EXPECT_EQ(sc.at("variants").at(0).at("speculation").at("mode").as_string(), "off");
 }
 
+// The run order the progress lines record: interleaved (the default) runs every variant's warm-ups,
+// then repetition i of each variant in --variants order; grouped runs variant by variant.
+TEST(Benchmark, RepetitionOrder) {
+  TinySetup t;
+  BenchmarkOptions o;
+  o.scenarios = {{"probe", "Count from one to five."}};
+  o.variants = {BenchmarkVariant::Baseline, BenchmarkVariant::Adaptive};
+  o.tokens = 3;
+  o.warmups = 1;
+  o.warmup_tokens = 2;
+  o.repetitions = 2;
+  auto order = [&](bool interleave) {
+    o.interleave = interleave;
+    std::vector<std::string> steps;
+    const Json doc = run_benchmark(t.model, t.tok, &t.tmpl, t.gc.eos_token_ids, o, [&](const std::string& s) {
+      // "[benchmark] probe/VARIANT warm-up 1/1: ..." or "... repetition I/N: ..."
+      const size_t a = s.find('/') + 1, b = s.find(':');
+      steps.push_back(s.substr(a, b - a));
+    });
+    EXPECT_EQ(doc.at("settings").at("order").as_string(), interleave ? "interleaved" : "grouped");
+    EXPECT_TRUE(doc.at("scenarios").at(0).at("greedyOutputParity").as_bool());
+    return steps;
+  };
+  EXPECT_EQ(order(true), (std::vector<std::string>{"baseline warm-up 1/1", "adaptive warm-up 1/1",
+                                                   "baseline repetition 1/2", "adaptive repetition 1/2",
+                                                   "baseline repetition 2/2", "adaptive repetition 2/2"}));
+  EXPECT_EQ(order(false), (std::vector<std::string>{"baseline warm-up 1/1", "baseline repetition 1/2",
+                                                    "baseline repetition 2/2", "adaptive warm-up 1/1",
+                                                    "adaptive repetition 1/2", "adaptive repetition 2/2"}));
+}
+
 TEST(Benchmark, SampledRunHasNoParityButIsReproducible) {
   TinySetup t;
   BenchmarkOptions o;
