@@ -9,8 +9,11 @@
 // Tiles of NR rows x NT tokens share loads; each (row, token) accumulator sees the same operation
 // sequence in every tile shape, hence batch-width invariance. Reference: ops::linear.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/fast/kernels.h"
@@ -25,27 +28,36 @@ namespace {
 
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
+// A tuning switch from the environment: unset or empty gives `dflt`; anything but one of `allowed`
+// (or, with an empty list, an integer in [lo, hi]) stops the process with a message naming the
+// variable. These are read before main, where an exception could only end the process without one.
+int64_t knob(const char* name, int64_t dflt, std::initializer_list<int64_t> allowed, int64_t lo = 0, int64_t hi = 0) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return dflt;
+  char* end = nullptr;
+  const long long v = std::strtoll(e, &end, 10);
+  bool ok = end != e && *end == '\0';
+  if (ok) ok = allowed.size() ? std::find(allowed.begin(), allowed.end(), v) != allowed.end() : v >= lo && v <= hi;
+  if (!ok) {
+    std::string want;
+    for (int64_t a : allowed) want += (want.empty() ? "" : ", ") + std::to_string(a);
+    if (want.empty()) want = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    std::fprintf(stderr, "error: %s: expected %s, got \"%s\"\n", name, want.c_str(), e);
+    std::exit(2);
+  }
+  return v;
+}
+
 // Software prefetch distance (bytes) for the decode matrix-vector kernels; MERE_CPU_PREFETCH overrides.
-const int64_t g_prefetch = [] {
-  const char* e = std::getenv("MERE_CPU_PREFETCH");
-  return e ? std::atoll(e) : int64_t{0};
-}();
-const int g_gemv_rows = [] {
-  const char* e = std::getenv("MERE_CPU_GEMV_ROWS");
-  return e ? std::atoi(e) : 1;  // one row at a time: a purely sequential stream (1.6-2x faster than 4)
-}();
+const int64_t g_prefetch = knob("MERE_CPU_PREFETCH", 0, {}, 0, int64_t{1} << 20);
+// quantised weights at T = 1: rows a tile; one row at a time: a purely sequential stream (1.6-2x faster than 4)
+const int g_gemv_rows = static_cast<int>(knob("MERE_CPU_GEMV_ROWS", 1, {1, 2, 4}));
 // float (bf16/f16/f32) weights at T = 1: rows a tile (1, 2 or 4). Each row keeps its one fma chain, so
 // the bits do not depend on it; 4 chains in flight instead of 1 (the bundled dense model's matrices sit
 // in the caches, where the chain's latency, not the stream, bounds a row: +9% decode on this 2-core box,
 // session 30; quantised matrices stream from DRAM and keep g_gemv_rows)
-const int g_float_rows = [] {
-  const char* e = std::getenv("MERE_CPU_FLOAT_ROWS");
-  return e ? std::atoi(e) : 4;
-}();
-const bool g_prefetch_params = [] {
-  const char* e = std::getenv("MERE_CPU_PREFETCH_PARAMS");
-  return e ? std::atoi(e) != 0 : true;
-}();
+const int g_float_rows = static_cast<int>(knob("MERE_CPU_FLOAT_ROWS", 4, {1, 2, 4}));
+const bool g_prefetch_params = knob("MERE_CPU_PREFETCH_PARAMS", 1, {0, 1}) != 0;
 
 // Quantised activations for one matrix format, T rows.
 struct QuantActs {
