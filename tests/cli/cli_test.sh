@@ -31,6 +31,9 @@ check top-help 0 "commands:" -- "$bin" --help
   echo "ok   help+unknown-flag: $path"
 done || fails=$((fails+1))
 check unknown-command 2 "unknown command" -- "$bin" nope nope
+# the CPU kernels' tuning switches: a value outside the allowed set is an error naming the variable
+check bad-cpu-knob 2 "MERE_CPU_FLOAT_ROWS: expected 1, 2, 4" -- env MERE_CPU_FLOAT_ROWS=3 "$bin" --help
+check bad-cpu-prefetch 2 "MERE_CPU_PREFETCH: expected an integer" -- env MERE_CPU_PREFETCH=abc "$bin" --help
 
 m="$tmp/tiny"
 check synth 0 "" -- "$bin" model synth --geometry tiny-dense --dtype bf16 --seed 3 --out "$m"
