@@ -30,6 +30,7 @@ for m in dense moe; do
 done
 # gdn_decode with two rows of a head a warp (MERE_CUDA_GDN_ROWS=2, opt-in; engine_check pairs it bitwise
 # on the 0.8B and 35B-A3B geometries): 27B verification mma w1/8, two alternating rounds
+# (removed after this run, ffb839d: no gain; the variable is no longer read)
 if left 150; then
   D27=/tmp/synth-27b
   $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
