@@ -36,6 +36,13 @@ using CostKey = std::pair<const Qwen35Model*, bool>;
 std::mutex g_cost_mu;
 std::map<CostKey, CostTable> g_costs;
 
+// Passes of a sequence whose time is not what their kind costs from then on: those a device backend
+// captured into a graph, or launched kernel by kernel before capturing (0 on the CPU).
+uint64_t untimed_passes(const SequenceMemory& mem) {
+  const DeviceSequenceState* d = mem.device();
+  return d ? d->captures + d->launched_before_capture : 0;
+}
+
 // Fills the table of (m, device_drafts) unless it is filled already.
 void calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemory& mem, std::span<const int32_t> prompt,
                const std::vector<float>& prompt_hidden, int block) {
@@ -53,22 +60,18 @@ void calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemory& m
   // (at most 12 passes; a backend that never captures, such as MERE_CUDA_GRAPH_AFTER beyond 12, is timed
   // by the best of those it ran)
   auto by_width = [&](auto&& pass) {
-    auto untimed = [](const SequenceMemory& f) {
-      const DeviceSequenceState* d = f.device();
-      return d ? d->captures + d->launched_before_capture : uint64_t{0};
-    };
     auto time = [&](int w) {
       double best = 1e30, best_any = 1e30;
       int timed = 0;
       SequenceMemory f = mem.fork();
       for (int rep = 0; rep < 12 && timed < 3; ++rep) {
-        const uint64_t u0 = untimed(f);
+        const uint64_t u0 = untimed_passes(f);
         auto t0 = Clock::now();
         pass(w, f);
         const double sec = seconds_since(t0);
         if (rep == 0) continue;  // the warm-up
         best_any = std::min(best_any, sec);
-        if (untimed(f) == u0) best = std::min(best, sec), ++timed;
+        if (untimed_passes(f) == u0) best = std::min(best, sec), ++timed;
       }
       return timed > 0 ? best : best_any;
     };
@@ -147,7 +150,7 @@ class Round {
         ids_only_(greedy_ && !sampler.params().has_penalties() &&
                   (sampler.vocab_limit() == 0 || sampler.vocab_limit() >= static_cast<size_t>(V_))),
         device_drafts_(ids_only_ && m.device_engine() && m.device_engine()->drafts_on_device()),
-        cost_key_(&m, device_drafts_) {
+        cost_key_(&m, device_drafts_), debug_(std::getenv("MERERUN_Q35_MTP_DEBUG") != nullptr) {
     st_.accel.route = "mtp";
     st_.accel.drafted_by_position.assign(static_cast<size_t>(rs.block_size - 1), 0);
     st_.accel.accepted_by_position.assign(static_cast<size_t>(rs.block_size - 1), 0);
@@ -195,13 +198,6 @@ class Round {
   bool finished() const { return finished_; }
 
  private:
-  // passes whose time is not what their kind costs from then on: those a device backend captured
-  // into a graph, or launched kernel by kernel before capturing (0 on the CPU)
-  uint64_t untimed_passes() const {
-    const DeviceSequenceState* d = mem_.device();
-    return d ? d->captures + d->launched_before_capture : 0;
-  }
-
   int32_t sample_target(const std::vector<float>& row) {
     return sampler_.sample(row, TokenHistory{req_.prompt, gen_}, rng_);
   }
@@ -238,7 +234,7 @@ class Round {
       std::lock_guard<std::mutex> lock(g_cost_mu);
       const CostTable& t = g_costs[cost_key_];
       const int d = policy_.depth_measured(offered, t.verify, t.head);
-      if (std::getenv("MERERUN_Q35_MTP_DEBUG")) {
+      if (debug_) {
         std::fprintf(stderr, "[mtp-debug] head");
         for (size_t w = 1; w < t.head.size(); ++w) std::fprintf(stderr, " %zu:%.4f", w, t.head[w]);
         std::fprintf(stderr, " verify");
@@ -268,7 +264,7 @@ class Round {
     std::vector<int32_t> drafts(static_cast<size_t>(d));
     std::vector<TokenDistribution> q(static_cast<size_t>(d));
     double conf_s = 0;  // the catch-up pass and the first draft's sampling
-    const uint64_t untimed0 = untimed_passes();
+    const uint64_t untimed0 = untimed_passes(mem_);
     uint64_t untimed_conf = untimed0;  // after the catch-up pass
     int64_t mtp_confirmed = 0;
     if (device_drafts_) {  // on the device: the catch-up pass and the chain, one wait
@@ -285,7 +281,7 @@ class Round {
       m_.mtp_forward(pending_h_.data() + quiet * H_, pending_ids_.data() + quiet, n_conf - quiet, mem_, mh.data(),
                      ql.data(), LogitsMode::Last);
       mtp_confirmed = mem_.mtp_length();
-      untimed_conf = untimed_passes();
+      untimed_conf = untimed_passes(mem_);
       std::vector<float> m_prev(mh.end() - H_, mh.end()), m_next(static_cast<size_t>(H_));
       for (int j = 0; j < d; ++j) {
         if (j == 1) conf_s = seconds_since(t0);
@@ -323,13 +319,13 @@ class Round {
     fo.gdn = ForwardOptions::Gdn::Recurrent;
     fo.trace = &trace;
     fo.row_argmax = ids_only_ ? vargs.data() : nullptr;
-    const uint64_t untimed_verify = untimed_passes();
+    const uint64_t untimed_verify = untimed_passes(mem_);
     m_.forward(row_ids.data(), d + 1, mem_, vh.data(), ids_only_ ? nullptr : vl.data(),
                ids_only_ ? LogitsMode::None : LogitsMode::All, fo);
     const double verify_s = seconds_since(t1);
     if (prof) a.verify_seconds += verify_s;
     // a pass that was captured or launched before its capture is not what its kind costs from now on
-    const bool verify_untimed = untimed_passes() != untimed_verify;
+    const bool verify_untimed = untimed_passes(mem_) != untimed_verify;
     if (device_drafts_) {  // the draft chain was timed as a whole
       refine(cost_key_, d + 1, verify_untimed ? -1.0 : verify_s, 0, -1.0, 0, -1.0);
       refine_device_drafts(cost_key_, n_conf, d, untimed_verify != untimed0 ? -1.0 : head_s);
@@ -378,7 +374,7 @@ class Round {
     for (int j = 0; j < d; ++j) a.drafted_by_position[static_cast<size_t>(j)] += 1;
     for (int j = 0; j < acc; ++j) a.accepted_by_position[static_cast<size_t>(j)] += 1;
     policy_.record(acc, d);
-    if (std::getenv("MERERUN_Q35_MTP_DEBUG")) {
+    if (debug_) {
       std::fprintf(stderr,
                    "[mtp-debug] round %lld n_conf %lld mtp %lld len %lld d %d acc %d head %.3f ms verify %.3f ms drafts",
                    (long long)a.rounds, (long long)n_conf, (long long)mtp_confirmed, (long long)mem_.length(), d, acc,
@@ -423,6 +419,7 @@ class Round {
   const bool greedy_, ids_only_;
   const bool device_drafts_;  // greedy drafts made on the device (DeviceEngine::draft_greedy)
   const CostKey cost_key_;    // the model and device_drafts_
+  const bool debug_;          // MERERUN_Q35_MTP_DEBUG: each depth decision and round on stderr
   bool fallback_ = false, finished_ = false;
   std::vector<float> pending_h_;  // [n, H] confirmed head rows not yet run
   std::vector<int32_t> pending_ids_;
