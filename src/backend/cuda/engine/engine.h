@@ -133,6 +133,8 @@ class CudaEngine final : public DeviceEngine {
   void prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_t T, float* out);
   void prefill_ffn(const DLayer& L, int64_t T, float* out);
   void head_prefill(CudaSeqState& st, const float* hidden, const int32_t* ids, int64_t T, int64_t pos0);
+  // whether a head pass over `rows` confirmed rows runs as head_prefill (the prompt's GEMMs)
+  bool head_on_gemms(int64_t rows) const { return rows >= kGemmRows && head_prefill_ && prefill_gemm_enabled(); }
   // x += add (when not null), then xn = rmsnorm(x) * w over the prefill scratch's T rows (prefill())
   void prefill_norm(int64_t T, const float* add, const float* w);
   // The recurrent GatedDeltaNet step over T tokens of one layer's state S (gdn.h's layout):

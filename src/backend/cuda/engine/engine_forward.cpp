@@ -499,7 +499,7 @@ void CudaEngine::mtp_forward(const float* hidden, const int32_t* ids, int64_t T,
   DeviceGuard guard(dev_.ordinal());
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, pos0 = mem.mtp_length();
   st.ensure_kv(pos0 + T, true);
-  if (!mtp_hidden && !logits && T >= kGemmRows && prefill_gemm_enabled() && head_prefill_) {
+  if (!mtp_hidden && !logits && head_on_gemms(T)) {
     // rows only written to the head's cache (the host drafting loop's priming): the prompt's GEMMs
     head_prefill(st, hidden, ids, T, pos0);
     dev_.synchronize("cuda mtp_forward");
@@ -568,7 +568,7 @@ void CudaEngine::draft_greedy(const float* hidden, const int32_t* ids, int64_t n
     MERE_CUDA_CHECK(
         cudaMemcpyAsync(st.drafts() + 8, chain_pos, static_cast<size_t>(d - 1) * 4, cudaMemcpyHostToDevice, s));
   int64_t last_rows = 0;  // rows of the latest pass: its last hidden row feeds the next step
-  const bool gemms = n >= kGemmRows && prefill_gemm_enabled() && head_prefill_;
+  const bool gemms = head_on_gemms(n);
   if (gemms) {  // the prompt's rows (head priming): the prompt's GEMMs, not n / 9 head passes
     head_prefill(st, hidden, ids, n, pos0);
     linear(lm_head_, h_, 1, logits_);
