@@ -2,9 +2,12 @@
 #include "backend/cuda/engine/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/kernels.h"
@@ -26,6 +29,26 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
 #if !defined(MERE_CUDA_TRACE)
   MERE_CHECK(trace_out_path().empty(), "MERE_CUDA_TRACE_OUT",
              "this build has no kernel trace: build with cmake -DMERE_CUDA_TRACE=ON (docs/cuda-engine.md)");
+  MERE_CHECK(!std::getenv("MERE_CUDA_ABLATE"), "MERE_CUDA_ABLATE",
+             "kernel ablation is a timing experiment of trace builds only (cmake -DMERE_CUDA_TRACE=ON)");
+#else
+  if (const char* a = std::getenv("MERE_CUDA_ABLATE"); a && *a) {
+    static const std::pair<const char*, unsigned> kinds[] = {{"norm", kAblNorm}, {"prep", kAblPrep}, {"gdn", kAblGdn},
+                                                             {"attn", kAblAttn}, {"mv", kAblMv},     {"moe", kAblMoe}};
+    std::string list = a;
+    for (size_t b = 0; b <= list.size();) {
+      const size_t e = std::min(list.find(',', b), list.size());
+      const std::string name = list.substr(b, e - b);
+      unsigned bit = 0;
+      for (const auto& [n, v] : kinds)
+        if (name == n) bit = v;
+      MERE_CHECK(bit != 0, "MERE_CUDA_ABLATE", "unknown kernel kind \"", name,
+                 "\" (expected a comma-separated list of norm, prep, gdn, attn, mv, moe)");
+      ablate_ |= bit;
+      b = e + 1;
+    }
+    std::fprintf(stderr, "[mere.run] MERE_CUDA_ABLATE=%s: kernels left out for timing, the output is meaningless\n", a);
+  }
 #endif
   const char* g = std::getenv("MERE_CUDA_GRAPH");
   graph_mode_ = !g || !*g ? 2 : std::strcmp(g, "0") == 0 ? 0 : std::strcmp(g, "1") == 0 ? 1 : 2;

@@ -213,6 +213,14 @@ class CudaEngine final : public DeviceEngine {
   // +0.35%); block: one block a row (26 µs a step in sequence). Read at load.
   bool argmax_split_ = true;
   int64_t traced_steps_ = 0;  // decode / verification passes so far (trace builds: MERE_CUDA_TRACE_OUT)
+  // Trace builds only, MERE_CUDA_ABLATE=KIND,...: a timing experiment that leaves out a step's kernels of
+  // those kinds (norm: the layers' RMSNorm + prepare; prep: the SwiGLU / gated-norm / attention-gate
+  // producers; gdn: conv + prepare and the GDN step; attn: attention prepare and decode attention;
+  // mv: the layers' matvecs; moe: the MoE router and expert launches), so a step's time without them is
+  // the most that fusing them away can gain. The output is meaningless; each pass's argmax is zeroed.
+  enum Ablate : unsigned { kAblNorm = 1, kAblPrep = 2, kAblGdn = 4, kAblAttn = 8, kAblMv = 16, kAblMoe = 32 };
+  unsigned ablate_ = 0;
+  bool kept(unsigned kind) const { return (ablate_ & kind) == 0; }
 
   // scratch of one pass
   DeviceBuffer scratch_;

@@ -67,6 +67,7 @@ void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, floa
                                bool prepared) {
   const int bits = common_bits(outs);
   MERE_CHECK(bits || !prepared, "cuda engine", "a prepared input needs quantised matrices of one bit width");
+  if (!kept(kAblMv)) return;
   if (!bits) {
     for (const auto& [W, y] : outs) linear(*W, x, T, y);
     return;
@@ -86,6 +87,7 @@ void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, floa
 }
 
 void CudaEngine::accumulate_prepared(const DMat& W, int64_t T, float* x) {
+  if (!kept(kAblMv)) return;
   const QMatvecOut o{W.qview(), x, true};
   qmatvec_multi(dev_, &o, 1, qws_, T, mv_shapes_.get(&o, 1, T));
 }
@@ -95,13 +97,15 @@ bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepar
   const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
   cudaStream_t s = dev_.stream();
   linear_shared({{&a.q, qg_}, {&a.k, kk_}, {&a.v, vv_}}, xn, T, xn_prepared);
-  k::attn_prepare(s, qg_, kk_, vv_, a.q_norm, a.k_norm, pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
-                  static_cast<float>(cfg_.rms_norm_eps), q_, kc, vc);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_);
-  else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_);
+  if (kept(kAblAttn)) {
+    k::attn_prepare(s, qg_, kk_, vv_, a.q_norm, a.k_norm, pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
+                    static_cast<float>(cfg_.rms_norm_eps), q_, kc, vc);
+    if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_);
+    else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_);
+  }
   if (const int ob = fuse_bits({&a.o})) {  // gate + prepare in one launch, o_proj added to x by its matvec
-    k::sigmoid_gate_prep(s, att_, qg_, T, nh, hd, ob, qws_);
+    if (kept(kAblPrep)) k::sigmoid_gate_prep(s, att_, qg_, T, nh, hd, ob, qws_);
     accumulate_prepared(a.o, T, x);
     return true;
   }
@@ -132,7 +136,8 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
     accumulate_prepared(g.out, T, x);
     return true;
   }
-  if (one_launch) {  // one launch, the same bits; a traced pass's copies are stored by it too
+  if (!kept(kAblGdn)) {  // MERE_CUDA_ABLATE=gdn (trace builds): a timing experiment
+  } else if (one_launch) {  // one launch, the same bits; a traced pass's copies are stored by it too
     k::conv_gdn_prepare(s, st.conv(li), g.conv, raw_, T, K, ga_, gb_, g.neg_a, g.dt_bias, Hk, Dk, Hv, Dv, gq_, gk_,
                         gv_, gg_, gbeta_, tr,
                         conv_mode_ == ConvMode::Tokens || (conv_mode_ == ConvMode::Width && T > 1));
@@ -159,9 +164,9 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
     accumulate_prepared(g.out, T, x);
     return true;
   }
-  gdn_recurrent(st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, core_);
+  if (kept(kAblGdn)) gdn_recurrent(st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, core_);
   if (ob) {  // norm + prepare, out_proj added to x
-    k::gated_rms_norm_prep(s, core_, z_, g.norm, T, Hv, Dv, eps, gout_, ob, qws_);
+    if (kept(kAblPrep)) k::gated_rms_norm_prep(s, core_, z_, g.norm, T, Hv, Dv, eps, gout_, ob, qws_);
     accumulate_prepared(g.out, T, x);
     return true;
   }
@@ -180,7 +185,7 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
   if (!cfg_.is_moe) {
     linear_shared({{&L.mlp.gate, f1_}, {&L.mlp.up, f2_}}, xn, T, xn_prepared);
     if (const int db = fuse_bits({&L.mlp.down})) {  // SwiGLU + prepare in one launch, down added to x
-      k::swiglu_prep(s, f1_, f2_, T, L.mlp.gate.rows, db, qws_);
+      if (kept(kAblPrep)) k::swiglu_prep(s, f1_, f2_, T, L.mlp.gate.rows, db, qws_);
       accumulate_prepared(L.mlp.down, T, x);
       return;
     }
@@ -193,6 +198,7 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
   linear_shared({{&L.router, rlog_}, {&L.shared_gate, sg_}}, xn, T, xn_prepared);
   const bool fused = k::moe_fused_supported(L.experts.gate, L.experts.up, L.experts.down, L.shared.gate,
                                             L.shared.up, L.shared.down, K);
+  if (!kept(kAblMoe)) return;
   if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K)) {
     k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
                          ridx_, rw_, xn, T, K, eg_, f1_);
@@ -273,7 +279,9 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   const bool full = L.kind == LayerKind::Full;
   const int in_bits = full ? fuse_bits({&L.attn.q, &L.attn.k, &L.attn.v})
                            : fuse_bits({&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a});
-  if (in_bits) k::rms_norm_prep(s, x, nullptr, L.input_norm, T, H, eps, xn_, in_bits, qws_);
+  if (in_bits) {
+    if (kept(kAblNorm)) k::rms_norm_prep(s, x, nullptr, L.input_norm, T, H, eps, xn_, in_bits, qws_);
+  }
   else k::rms_norm(s, x, H, L.input_norm, T, H, eps, xn_, H);
   const bool added = full ? attention_block(L.attn, xn_, in_bits != 0, T, kc, vc, pos, x)
                           : gdn_block(L.gdn, st, L.index, xn_, in_bits != 0, T, trace_row0, x);
@@ -283,7 +291,9 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
                  cfg_.norm_topk_prob, x, k::MoeBlockScratch{rlog_, sg_, ridx_, rw_, eg_, f1_, moe_bar_});
     return;
   }
-  if (ffn_bits) k::rms_norm_prep(s, x, added ? nullptr : o_, L.post_norm, T, H, eps, xn_, ffn_bits, qws_);
+  if (ffn_bits) {
+    if (kept(kAblNorm)) k::rms_norm_prep(s, x, added ? nullptr : o_, L.post_norm, T, H, eps, xn_, ffn_bits, qws_);
+  }
   else if (added) k::rms_norm(s, x, H, L.post_norm, T, H, eps, xn_, H);
   else k::add_rms_norm(s, x, o_, L.post_norm, T, H, eps, xn_);  // x += o; xn = rmsnorm(x) * w
   ffn_block(L, xn_, ffn_bits != 0, T, x);
@@ -313,6 +323,8 @@ void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool
   }
   if (want_argmax) k::argmax(s, logits_ + (T - 1) * V, V, st.argmax(), 1, argmax_ws());
   if (want_row_argmax) k::argmax(s, logits_, V, st.argmax(), T, argmax_ws());
+  if (ablate_ && (want_argmax || want_row_argmax))  // a meaningless pass's ids: keep the next embedding in range
+    MERE_CUDA_CHECK(cudaMemsetAsync(st.argmax(), 0, static_cast<size_t>(T) * 4, s));
 }
 
 namespace {

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 31's first call (mere.run + trace/mere.run: `tools/cuda/make_carry.sh --trace --bins mere.run
+# --out build/carry/run.tar.xz`; bench/ and tests/data/mtp aside):
+#  1. s30h: MoE prose, --cost-ratio 5 (every adaptive request falls back before a round), the variants
+#     in both orders, twice: is the fallback's slower decode the speculative path's or the run order's?
+#  2. what each kind of kernel costs a decode step inside the graph (PDL included): the trace build's
+#     MERE_CUDA_ABLATE leaves kinds out (the output is meaningless); the step without them bounds what
+#     fusing them away can gain. 27B and 35B-A3B geometries, 64-token prompt, 128 generated, 3 reps.
+CARRY=build/carry/run.tar.xz LIMIT_DEFAULT=${LIMIT:-540} . tools/cuda/call_prelude.sh
+for r in 1 2; do
+  for order in baseline,adaptive adaptive,baseline; do
+    timeout 30 $B/mere.run model benchmark --model models/qwen35-moe-tiny --backend cuda --workloads prose --variants $order \
+      --cost-ratio 5 --tokens 256 --repetitions 5 --quiet --json >$OUT/c5-$order-r$r.json 2>&1
+    python3 -c "
+import json,sys; d=json.load(open(sys.argv[1]))
+for s in d['scenarios']:
+  v={x['variant']:x for x in s['variants']}
+  b=[round(x['decodeSeconds']*1e3,2) for x in v['baseline']['repetitions']]; a=[round(x['decodeSeconds']*1e3,2) for x in v['adaptive']['repetitions']]
+  print('$order r$r baseline ms', sorted(b)[2], b, 'adaptive ms', sorted(a)[2], a)" $OUT/c5-$order-r$r.json
+  done
+done; pack
+ablate() {  # geometry-name dir kinds...
+  local name=$1 dir=$2; shift 2
+  for kinds in "$@"; do
+    left 40 || break
+    local tag=${kinds:-none}
+    MERE_CUDA_ABLATE=$kinds timeout 60 $B/trace/mere.run bench --model $dir --backend cuda --prompt-tokens 64 --gen-tokens 128 \
+      --reps 3 --json >$OUT/abl-$name-${tag//,/+}.json 2>/dev/null && bench_summary $OUT/abl-$name-${tag//,/+}.json "$name ablate $tag"
+  done
+}
+D27=/tmp/synth-27b; t1=$SECONDS
+$B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet; echo "synth 27b $((SECONDS-t1)) s"
+timeout 60 $B/mere.run bench --model $D27 --backend cuda --prompt-tokens 64 --gen-tokens 128 --reps 3 --json \
+  >$OUT/abl-27b-normal.json 2>/dev/null && bench_summary $OUT/abl-27b-normal.json "27b normal build"
+ablate 27b $D27 "" norm prep norm,prep gdn attn mv norm,prep,gdn,attn ""
+rm -rf $D27; pack
+if left 120; then
+  D35=/tmp/synth-35b
+  $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
+  ablate 35b $D35 "" norm prep moe gdn attn mv norm,prep,gdn,attn ""
+  rm -rf $D35
+fi
+echo "total $((SECONDS-t0))s"; pack
