@@ -3,7 +3,8 @@
 # --out build/carry/run.tar.xz`; bench/ and tests/data/mtp aside):
 #  1. s30h: MoE prose, --cost-ratio 5 (every adaptive request falls back before a round), the variants
 #     in both orders, twice: is the fallback's slower decode the speculative path's or the run order's?
-#  2. what each kind of kernel costs a decode step inside the graph (PDL included): the trace build's
+#  2. the bundled models' model benchmark with the measured-cost policy's serial step and repair cost;
+#  3. what each kind of kernel costs a decode step inside the graph (PDL included): the trace build's
 #     MERE_CUDA_ABLATE leaves kinds out (the output is meaningless); the step without them bounds what
 #     fusing them away can gain. 27B and 35B-A3B geometries, 64-token prompt, 128 generated, 3 reps.
 CARRY=build/carry/run.tar.xz LIMIT_DEFAULT=${LIMIT:-540} . tools/cuda/call_prelude.sh
@@ -19,6 +20,16 @@ for s in d['scenarios']:
   print('$order r$r baseline ms', sorted(b)[2], b, 'adaptive ms', sorted(a)[2], a)" $OUT/c5-$order-r$r.json
   done
 done; pack
+# the measured-cost policy with the pipelined decoder's own step as serial's cost and a round's repair
+# (this tree): both bundled models, five workloads, baseline / adaptive interleaved, 5 reps
+for m in moe dense; do
+  timeout 100 $B/mere.run model benchmark --model models/qwen35-$m-tiny --backend cuda --variants baseline,adaptive \
+    --tokens 256 --repetitions 5 --quiet --json >$OUT/mb-$m.json 2>$OUT/mb-$m.err
+  mb_summary $OUT/mb-$m.json $m
+done; pack
+MERERUN_Q35_MTP_DEBUG=1 timeout 60 $B/mere.run model benchmark --model models/qwen35-moe-tiny --backend cuda --workloads prose \
+  --variants baseline,adaptive --tokens 256 --repetitions 2 --json >$OUT/dbg-moe-prose.json 2>$OUT/dbg-moe-prose.err
+grep -m3 "serial" $OUT/dbg-moe-prose.err | cut -c1-200; pack
 ablate() {  # geometry-name dir kinds...
   local name=$1 dir=$2; shift 2
   for kinds in "$@"; do
