@@ -27,6 +27,10 @@ for m in moe dense; do
     --tokens 256 --repetitions 5 --quiet --json >$OUT/mb-$m.json 2>$OUT/mb-$m.err
   mb_summary $OUT/mb-$m.json $m
 done; pack
+# every kind of pass captured at its first use (the default: at its third), both variants
+MERE_CUDA_GRAPH_AFTER=1 timeout 100 $B/mere.run model benchmark --model models/qwen35-moe-tiny --backend cuda \
+  --variants baseline,adaptive --tokens 256 --repetitions 5 --quiet --json >$OUT/mb-moe-ga1.json 2>$OUT/mb-moe-ga1.err
+mb_summary $OUT/mb-moe-ga1.json "moe ga1"; pack
 MERERUN_Q35_MTP_DEBUG=1 timeout 60 $B/mere.run model benchmark --model models/qwen35-moe-tiny --backend cuda --workloads prose \
   --variants baseline,adaptive --tokens 256 --repetitions 2 --json >$OUT/dbg-moe-prose.json 2>$OUT/dbg-moe-prose.err
 grep -m3 "serial" $OUT/dbg-moe-prose.err | cut -c1-200; pack
@@ -44,11 +48,18 @@ $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D
 timeout 60 $B/mere.run bench --model $D27 --backend cuda --prompt-tokens 64 --gen-tokens 128 --reps 3 --json \
   >$OUT/abl-27b-normal.json 2>/dev/null && bench_summary $OUT/abl-27b-normal.json "27b normal build"
 ablate 27b $D27 "" norm prep norm,prep gdn attn mv norm,prep,gdn,attn ""
-rm -rf $D27; pack
+pack
 if left 120; then
   D35=/tmp/synth-35b
   $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
   ablate 35b $D35 "" norm prep moe gdn attn mv norm,prep,gdn,attn ""
   rm -rf $D35
 fi
+for kinds in "" norm,prep gdn,attn; do  # the same bound for issue 7's width-8 / width-1 ratio
+  left 60 || break
+  MERE_CUDA_ABLATE=$kinds timeout 60 $B/trace/mere.run model verify-bench --model $D27 --backend cuda --widths 1,8 \
+    --prompt-tokens 128 --passes 8 --reps 3 --json >$OUT/vb-27b-${kinds:-none}.json 2>/dev/null &&
+    vb_summary $OUT/vb-27b-${kinds:-none}.json "27b verify ablate ${kinds:-none}"
+done
+rm -rf $D27
 echo "total $((SECONDS-t0))s"; pack
