@@ -8,7 +8,14 @@
 #     MERE_CUDA_ABLATE leaves kinds out (the output is meaningless); the step without them bounds what
 #     fusing them away can gain. 27B and 35B-A3B geometries, 64-token prompt, 128 generated, 3 reps.
 CARRY=build/carry/run.tar.xz LIMIT_DEFAULT=${LIMIT:-540} . tools/cuda/call_prelude.sh
-for r in 1 2; do
+# the measured-cost policy with the pipelined decoder's own step as serial's cost and a round's repair
+# (this tree): both bundled models, five workloads, baseline / adaptive interleaved, 5 reps
+for m in moe dense; do
+  timeout 100 $B/mere.run model benchmark --model models/qwen35-$m-tiny --backend cuda --variants baseline,adaptive \
+    --tokens 256 --repetitions 5 --quiet --json >$OUT/mb-$m.json 2>$OUT/mb-$m.err
+  mb_summary $OUT/mb-$m.json $m
+done; pack
+for r in 1; do
   for order in baseline,adaptive adaptive,baseline; do
     timeout 30 $B/mere.run model benchmark --model models/qwen35-moe-tiny --backend cuda --workloads prose --variants $order \
       --cost-ratio 5 --tokens 256 --repetitions 5 --quiet --json >$OUT/c5-$order-r$r.json 2>&1
@@ -20,20 +27,6 @@ for s in d['scenarios']:
   print('$order r$r baseline ms', sorted(b)[2], b, 'adaptive ms', sorted(a)[2], a)" $OUT/c5-$order-r$r.json
   done
 done; pack
-# the measured-cost policy with the pipelined decoder's own step as serial's cost and a round's repair
-# (this tree): both bundled models, five workloads, baseline / adaptive interleaved, 5 reps
-for m in moe dense; do
-  timeout 100 $B/mere.run model benchmark --model models/qwen35-$m-tiny --backend cuda --variants baseline,adaptive \
-    --tokens 256 --repetitions 5 --quiet --json >$OUT/mb-$m.json 2>$OUT/mb-$m.err
-  mb_summary $OUT/mb-$m.json $m
-done; pack
-# every kind of pass captured at its first use (the default: at its third), both variants
-MERE_CUDA_GRAPH_AFTER=1 timeout 100 $B/mere.run model benchmark --model models/qwen35-moe-tiny --backend cuda \
-  --variants baseline,adaptive --tokens 256 --repetitions 5 --quiet --json >$OUT/mb-moe-ga1.json 2>$OUT/mb-moe-ga1.err
-mb_summary $OUT/mb-moe-ga1.json "moe ga1"; pack
-MERERUN_Q35_MTP_DEBUG=1 timeout 60 $B/mere.run model benchmark --model models/qwen35-moe-tiny --backend cuda --workloads prose \
-  --variants baseline,adaptive --tokens 256 --repetitions 2 --json >$OUT/dbg-moe-prose.json 2>$OUT/dbg-moe-prose.err
-grep -m3 "serial" $OUT/dbg-moe-prose.err | cut -c1-200; pack
 ablate() {  # geometry-name dir kinds...
   local name=$1 dir=$2; shift 2
   for kinds in "$@"; do
@@ -49,6 +42,13 @@ timeout 60 $B/mere.run bench --model $D27 --backend cuda --prompt-tokens 64 --ge
   >$OUT/abl-27b-normal.json 2>/dev/null && bench_summary $OUT/abl-27b-normal.json "27b normal build"
 ablate 27b $D27 "" norm prep norm,prep gdn attn mv norm,prep,gdn,attn ""
 pack
+# every kind of pass captured at its first use (the default: at its third), both variants
+MERE_CUDA_GRAPH_AFTER=1 timeout 100 $B/mere.run model benchmark --model models/qwen35-moe-tiny --backend cuda \
+  --variants baseline,adaptive --tokens 256 --repetitions 5 --quiet --json >$OUT/mb-moe-ga1.json 2>$OUT/mb-moe-ga1.err
+mb_summary $OUT/mb-moe-ga1.json "moe ga1"; pack
+MERERUN_Q35_MTP_DEBUG=1 timeout 60 $B/mere.run model benchmark --model models/qwen35-moe-tiny --backend cuda --workloads prose \
+  --variants baseline,adaptive --tokens 256 --repetitions 2 --json >$OUT/dbg-moe-prose.json 2>$OUT/dbg-moe-prose.err
+grep -m3 "serial" $OUT/dbg-moe-prose.err | cut -c1-200; pack
 if left 120; then
   D35=/tmp/synth-35b
   $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
