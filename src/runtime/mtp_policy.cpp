@@ -41,20 +41,17 @@ double at_width(const std::vector<double>& cost, double x) {
 }  // namespace
 
 int AdaptiveDepthPolicy::depth_measured(int64_t offered, const std::vector<double>& verify_seconds,
-                                        const std::vector<double>& head_seconds, double serial_seconds,
-                                        double round_extra_seconds) const {
+                                        const std::vector<double>& head_seconds) const {
   const int64_t cap = std::min<int64_t>({offered, block_ - 1, static_cast<int64_t>(verify_seconds.size()) - 2});
   if (cap <= 0 || verify_seconds.size() < 2 || head_seconds.size() < 2 || !(verify_seconds[1] > 0)) return 0;
-  // serial: one token per step of the decoder zero depth hands over to (a width-1 pass unless measured)
-  double best_rate = 1.0 / (serial_seconds > 0 ? serial_seconds : verify_seconds[1]);
-  const double extra = std::max(0.0, round_extra_seconds);
+  double best_rate = 1.0 / verify_seconds[1];  // serial: one token per width-1 step
   int best = 0;
   double reach = 1.0, E = 0.0;
   for (int d = 1; d <= cap; ++d) {
     reach *= p_[static_cast<size_t>(d - 1)];
     E += reach;
     const double cost = verify_seconds[static_cast<size_t>(d + 1)] + at_width(head_seconds, 1.0 + E) +
-                        (d - 1) * head_seconds[1] + extra;
+                        (d - 1) * head_seconds[1];
     const double rate = (1.0 + E) / cost;
     if (rate > best_rate) {
       best_rate = rate;

@@ -25,12 +25,8 @@ class AdaptiveDepthPolicy {
   // widths) and d - 1 chained single-row drafts. Maximises (1 + E_d) / cost over d in [0, cap]
   // against serial's 1 / verify(1); d = 0 is serial. (Counting the catch-up rows at the single-row
   // cost, as the first version did, overcharged the head: a w-row pass computes one lm_head row.)
-  // serial_seconds > 0: what the decoder that zero depth hands over to takes a token (the pipelined
-  // device decoder hides the host's share of a step that verify(1) pays), in place of verify(1);
-  // round_extra_seconds: what a round spends beyond its passes that serial decoding never pays (the
-  // repair: rollback and GatedDeltaNet replay, on average), added to every depth's cost.
-  int depth_measured(int64_t offered, const std::vector<double>& verify_seconds, const std::vector<double>& head_seconds,
-                     double serial_seconds = 0, double round_extra_seconds = 0) const;
+  int depth_measured(int64_t offered, const std::vector<double>& verify_seconds,
+                     const std::vector<double>& head_seconds) const;
 
   // A round with `accepted` of `drafted` (>= 1) drafts accepted.
   void record(int accepted, int drafted);

@@ -29,8 +29,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 struct CostTable {
   std::vector<double> verify;  // [B+1], seconds of a width-w target pass ([0] unused)
   std::vector<double> head;    // [B+1], seconds of a w-row head pass, last row's draft ([0] unused)
-  double serial = 0;           // seconds a token of the pipelined device decoder (0: not measured)
-  double repair = 0;           // seconds a round's repair takes on average (rollback, GDN replay)
 };
 
 // a model and whether its drafts are made on the device (DeviceEngine::draft_greedy) or on the host
@@ -45,33 +43,11 @@ uint64_t untimed_passes(const SequenceMemory& mem) {
   return d ? d->captures + d->launched_before_capture : 0;
 }
 
-// Steps of the pipelined decoder the calibration runs, and those left out as its warm-up (a kind's
-// launches before its capture and the capture itself, MERE_CUDA_GRAPH_AFTER 2 by default)
-constexpr int kSerialSteps = 16, kSerialWarmup = 6;
-
-// A token's time in the pipelined device decoder's steady state, on a fork of `mem` (0 when fewer than
-// kSerialSteps positions are left): the time between emitted tokens is the device's step.
-double time_pipelined_step(DeviceEngine& engine, const SequenceMemory& mem, int32_t first, int64_t room) {
-  if (room < kSerialSteps) return 0;
-  SequenceMemory f = mem.fork();
-  std::vector<Clock::time_point> at;
-  at.reserve(kSerialSteps);
-  decode_pipelined(engine, f, first, kSerialSteps, [&](int32_t) {
-    at.push_back(Clock::now());
-    return true;
-  });
-  if (static_cast<int>(at.size()) < kSerialSteps) return 0;
-  return std::chrono::duration<double>(at.back() - at[kSerialWarmup]).count() / (kSerialSteps - 1 - kSerialWarmup);
-}
-
-// Fills the table of (m, device_drafts) unless it is filled already; `pipelined_room` > 0: the request
-// falls back to the pipelined decoder, whose step is timed too (with that many positions left).
+// Fills the table of (m, device_drafts) unless it is filled already.
 void calibrate(const Qwen35Model& m, bool device_drafts, const SequenceMemory& mem, std::span<const int32_t> prompt,
-               const std::vector<float>& prompt_hidden, int block, int64_t pipelined_room) {
+               const std::vector<float>& prompt_hidden, int block) {
   std::lock_guard<std::mutex> lock(g_cost_mu);
   CostTable& t = g_costs[CostKey{&m, device_drafts}];
-  if (pipelined_room > 0 && !(t.serial > 0) && m.device_engine())
-    t.serial = time_pipelined_step(*m.device_engine(), mem, prompt.back(), pipelined_room);
   if (static_cast<int>(t.verify.size()) >= block + 1) return;
   const int64_t H = m.config().hidden_size, V = m.config().vocab_size;
   std::vector<int32_t> ids(static_cast<size_t>(block), prompt.back());
@@ -149,13 +125,6 @@ void refine(const CostKey& key, int width, double verify_s, int64_t conf_rows, d
   if (chained > 0 && t.head.size() > 1) ema(t.head[1], chained_s < 0 ? -1.0 : chained_s / chained);
 }
 
-// A round's repair time (0 when every draft was accepted) into the table (negative: left out, as above).
-void refine_repair(const CostKey& key, double repair_s) {
-  std::lock_guard<std::mutex> lock(g_cost_mu);
-  CostTable& t = g_costs[key];
-  if (repair_s >= 0) t.repair = 0.8 * t.repair + 0.2 * repair_s;
-}
-
 // A device draft chain is timed as a whole: with one draft it is the catch-up pass of `conf_rows`
 // rows; with more, the chained steps are what the whole took beyond the table's catch-up pass.
 void refine_device_drafts(const CostKey& key, int64_t conf_rows, int d, double head_s) {
@@ -181,7 +150,6 @@ class Round {
         ids_only_(greedy_ && !sampler.params().has_penalties() &&
                   (sampler.vocab_limit() == 0 || sampler.vocab_limit() >= static_cast<size_t>(V_))),
         device_drafts_(ids_only_ && m.device_engine() && m.device_engine()->drafts_on_device()),
-        pipelined_(rs.pipelined_fallback && rs.async_decode && m.device_engine() != nullptr),
         cost_key_(&m, device_drafts_), debug_(std::getenv("MERERUN_Q35_MTP_DEBUG") != nullptr) {
     st_.accel.route = "mtp";
     st_.accel.drafted_by_position.assign(static_cast<size_t>(rs.block_size - 1), 0);
@@ -191,9 +159,7 @@ class Round {
 
   void run(std::vector<float>& prompt_hidden, std::vector<float>& logits) {
     const int64_t P = static_cast<int64_t>(req_.prompt.size());
-    if (rs_.measured_costs)
-      calibrate(m_, device_drafts_, mem_, req_.prompt, prompt_hidden, rs_.block_size,
-                pipelined_ ? req_.context_limit - mem_.length() - 1 : 0);
+    if (rs_.measured_costs) calibrate(m_, device_drafts_, mem_, req_.prompt, prompt_hidden, rs_.block_size);
     // head priming: the prompt's confirmed transitions (h_i, x_{i+1}), i = 0..P-2
     pending_h_.assign(prompt_hidden.begin(), prompt_hidden.begin() + (P - 1) * H_);
     pending_ids_.assign(req_.prompt.begin() + 1, req_.prompt.end());
@@ -213,12 +179,15 @@ class Round {
           st_.accel.route = rs_.pipelined_fallback ? "pipelined-fallback" : "serial";
         }
         if (!fallback_) queue_confirmed(h_cur_, x);  // (h before x, x) stays a confirmed head transition
-        if (fallback_ && pipelined_) {  // the rest on the pipelined decoder
-          decode_pipelined(*m_.device_engine(), mem_, x, req_.budget - static_cast<int64_t>(gen_.size()),
+        DeviceEngine* engine = m_.device_engine();
+        if (fallback_ && rs_.pipelined_fallback && rs_.async_decode && engine) {  // the rest on the pipelined decoder
+          decode_pipelined(*engine, mem_, x, req_.budget - static_cast<int64_t>(gen_.size()),
                            [&](int32_t id) { return emit(id); });
           return;
         }
-        m_.forward(&x, 1, mem_, h_cur_.data(), logits_cur_.data(), LogitsMode::Last);
+        // after the fallback the head is unused for good: the plain loop's step, without reading the
+        // hidden state back (a device's copy a token: 2 ms over 256 tokens of the bundled MoE, s31a)
+        m_.forward(&x, 1, mem_, fallback_ ? nullptr : h_cur_.data(), logits_cur_.data(), LogitsMode::Last);
         have_next = false;
         continue;
       }
@@ -266,13 +235,13 @@ class Round {
     if (rs_.measured_costs) {
       std::lock_guard<std::mutex> lock(g_cost_mu);
       const CostTable& t = g_costs[cost_key_];
-      const int d = policy_.depth_measured(offered, t.verify, t.head, pipelined_ ? t.serial : 0, t.repair);
+      const int d = policy_.depth_measured(offered, t.verify, t.head);
       if (debug_) {
         std::fprintf(stderr, "[mtp-debug] head");
         for (size_t w = 1; w < t.head.size(); ++w) std::fprintf(stderr, " %zu:%.4f", w, t.head[w]);
         std::fprintf(stderr, " verify");
         for (size_t w = 1; w < t.verify.size(); ++w) std::fprintf(stderr, " %zu:%.4f", w, t.verify[w]);
-        std::fprintf(stderr, " serial %.4f repair %.4f p", pipelined_ ? t.serial : 0.0, t.repair);
+        std::fprintf(stderr, " p");
         for (double p : policy_.estimates()) std::fprintf(stderr, " %.2f", p);
         std::fprintf(stderr, " -> d=%d\n", d);
       }
@@ -421,14 +390,11 @@ class Round {
 
     // ---- repair: keep rows 0..acc of the verify pass
     auto t3 = Clock::now();
-    const uint64_t untimed_repair = untimed_passes(mem_);
     if (acc < d) {
       mem_.rollback_keep(cp, acc + 1);
       m_.replay_gdn(trace, acc + 1, mem_);
     }
-    const double repair_s = seconds_since(t3);
-    if (prof) a.repair_seconds += repair_s;
-    refine_repair(cost_key_, untimed_passes(mem_) != untimed_repair ? -1.0 : repair_s);
+    if (prof) a.repair_seconds += seconds_since(t3);
     // newly confirmed head transitions: (target hidden of row j, d_{j+1}), j < acc
     for (int j = 0; j < acc; ++j) {
       pending_h_.insert(pending_h_.end(), vh.begin() + static_cast<int64_t>(j) * H_, vh.begin() + static_cast<int64_t>(j + 1) * H_);
@@ -454,7 +420,6 @@ class Round {
   const int64_t H_, V_;
   const bool greedy_, ids_only_;
   const bool device_drafts_;  // greedy drafts made on the device (DeviceEngine::draft_greedy)
-  const bool pipelined_;      // zero depth hands over to the pipelined device decoder
   const CostKey cost_key_;    // the model and device_drafts_
   const bool debug_;          // MERERUN_Q35_MTP_DEBUG: each depth decision and round on stderr
   bool fallback_ = false, finished_ = false;

@@ -79,23 +79,3 @@ TEST(MtpPolicy, MeasuredCostsCountTheCatchUpPassAsOnePass) {
   EXPECT_EQ(p.depth_measured(100, flat, cheap), 3);
   EXPECT_EQ(p.depth_measured(2, flat, cheap), 2);  // capped by offered
 }
-
-// The serial decoder's own step and a round's time outside its passes: on a GPU the pipelined decoder
-// hides the host's share of a step that a width-1 pass pays (the bundled MoE model on an H100: 0.27 ms
-// a pipelined token against 0.30 ms a pass), and a round's repair costs time too. At
-// p1 = 0.44 (a request whose first drafts missed four rounds running, as in s30 h100-e) depth 2 pays
-// against a width-1 pass (1.81 / 0.5 = 3.63 tokens/ms > 3.33) but not against the pipelined step
-// (3.70), and a round's 0.05 ms of repair turns depth 3 at the initial estimates from 5.2 to
-// 4.8 tokens/ms, still above serial.
-TEST(MtpPolicy, MeasuredCostsCompareWithTheSerialDecodersStep) {
-  AdaptiveDepthPolicy p(4, 0.18);
-  for (int i = 0; i < 4; ++i) p.record(0, 1);  // p1: 0.85 -> 0.44
-  ASSERT_NEAR(p.estimates()[0], 0.85 * std::pow(0.85, 4), 1e-12);
-  const std::vector<double> verify = {0, 0.3e-3, 0.3e-3, 0.3e-3, 0.3e-3}, head = {0, 0.1e-3, 0.1e-3, 0.1e-3, 0.1e-3};
-  EXPECT_EQ(p.depth_measured(100, verify, head), 2);
-  EXPECT_EQ(p.depth_measured(100, verify, head, 0.27e-3), 0);
-  AdaptiveDepthPolicy fresh(4, 0.18);
-  EXPECT_EQ(fresh.depth_measured(100, verify, head, 0.27e-3, 0.05e-3), 3);
-  // a repair that costs more than drafting can win back: serial
-  EXPECT_EQ(fresh.depth_measured(100, verify, head, 0.27e-3, 0.5e-3), 0);
-}
