@@ -216,8 +216,9 @@ class CudaEngine final : public DeviceEngine {
   // Trace builds only, MERE_CUDA_ABLATE=KIND,...: a timing experiment that leaves out a step's kernels of
   // those kinds (norm: the layers' RMSNorm + prepare; prep: the SwiGLU / gated-norm / attention-gate
   // producers; gdn: conv + prepare and the GDN step; attn: attention prepare and decode attention;
-  // mv: the layers' matvecs; moe: the MoE router and expert launches), so a step's time without them is
-  // the most that fusing them away can gain. The output is meaningless; each pass's argmax is zeroed.
+  // mv: the layers' matvecs, the router's included; moe: the MoE routing and expert launches), so a
+  // step's time without them is the most that fusing them away can gain. The output is meaningless;
+  // each pass's argmax is zeroed.
   enum Ablate : unsigned { kAblNorm = 1, kAblPrep = 2, kAblGdn = 4, kAblAttn = 8, kAblMv = 16, kAblMoe = 32 };
   unsigned ablate_ = 0;
   bool kept(unsigned kind) const { return (ablate_ & kind) == 0; }

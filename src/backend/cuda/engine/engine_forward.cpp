@@ -279,10 +279,8 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   const bool full = L.kind == LayerKind::Full;
   const int in_bits = full ? fuse_bits({&L.attn.q, &L.attn.k, &L.attn.v})
                            : fuse_bits({&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a});
-  if (in_bits) {
-    if (kept(kAblNorm)) k::rms_norm_prep(s, x, nullptr, L.input_norm, T, H, eps, xn_, in_bits, qws_);
-  }
-  else k::rms_norm(s, x, H, L.input_norm, T, H, eps, xn_, H);
+  if (!in_bits) k::rms_norm(s, x, H, L.input_norm, T, H, eps, xn_, H);
+  else if (kept(kAblNorm)) k::rms_norm_prep(s, x, nullptr, L.input_norm, T, H, eps, xn_, in_bits, qws_);
   const bool added = full ? attention_block(L.attn, xn_, in_bits != 0, T, kc, vc, pos, x)
                           : gdn_block(L.gdn, st, L.index, xn_, in_bits != 0, T, trace_row0, x);
   const int ffn_bits = cfg_.is_moe ? fuse_bits({&L.router, &L.shared_gate}) : fuse_bits({&L.mlp.gate, &L.mlp.up});
@@ -293,9 +291,11 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   }
   if (ffn_bits) {
     if (kept(kAblNorm)) k::rms_norm_prep(s, x, added ? nullptr : o_, L.post_norm, T, H, eps, xn_, ffn_bits, qws_);
+  } else if (added) {
+    k::rms_norm(s, x, H, L.post_norm, T, H, eps, xn_, H);
+  } else {
+    k::add_rms_norm(s, x, o_, L.post_norm, T, H, eps, xn_);  // x += o; xn = rmsnorm(x) * w
   }
-  else if (added) k::rms_norm(s, x, H, L.post_norm, T, H, eps, xn_, H);
-  else k::add_rms_norm(s, x, o_, L.post_norm, T, H, eps, xn_);  // x += o; xn = rmsnorm(x) * w
   ffn_block(L, xn_, ffn_bits != 0, T, x);
 }
 
