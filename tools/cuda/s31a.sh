@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 31's first call (mere.run + trace/mere.run: `tools/cuda/make_carry.sh --trace --bins mere.run
 # --out build/carry/run.tar.xz`; bench/ and tests/data/mtp aside):
-#  1. s30h: MoE prose, --cost-ratio 5 (every adaptive request falls back before a round), the variants
+#  1. (session 30's unrun s30h.sh, removed:) MoE prose, --cost-ratio 5 (every adaptive request falls back before a round), the variants
 #     in both orders, twice: is the fallback's slower decode the speculative path's or the run order's?
 #  2. the bundled models' model benchmark with the measured-cost policy's serial step and repair cost;
 #  3. what each kind of kernel costs a decode step inside the graph (PDL included): the trace build's
