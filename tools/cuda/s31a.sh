@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Session 31's first call (mere.run + trace/mere.run: `tools/cuda/make_carry.sh --trace --bins mere.run
 # --out build/carry/run.tar.xz`; bench/ and tests/data/mtp aside):
-#  1. (session 30's unrun s30h.sh, removed:) MoE prose, --cost-ratio 5 (every adaptive request falls back before a round), the variants
-#     in both orders, twice: is the fallback's slower decode the speculative path's or the run order's?
-#  2. the bundled models' model benchmark with the measured-cost policy's serial step and repair cost;
+#  1. the bundled models' model benchmark with 59dd0cd's cost model (the pipelined serial step, the
+#     repair charged);
+#  2. session 30's unrun s30h.sh (removed): MoE prose, --cost-ratio 5 (every adaptive request falls back
+#     before a round), the variants in both orders: is the fallback's slower decode the speculative
+#     path's or the run order's?
 #  3. what each kind of kernel costs a decode step inside the graph (PDL included): the trace build's
 #     MERE_CUDA_ABLATE leaves kinds out (the output is meaningless); the step without them bounds what
-#     fusing them away can gain. 27B and 35B-A3B geometries, 64-token prompt, 128 generated, 3 reps.
+#     fusing them away can gain. 27B and 35B-A3B geometries, 64-token prompt, 128 generated, 3 reps;
+#     then MERE_CUDA_GRAPH_AFTER=1 on the MoE model, and 27B verification w1 / w8 under the ablation.
+# Ran once (LIMIT=330, H100): bench/cuda/s31/h100-a.
 CARRY=build/carry/run.tar.xz LIMIT_DEFAULT=${LIMIT:-540} . tools/cuda/call_prelude.sh
 # the measured-cost policy with the pipelined decoder's own step as serial's cost and a round's repair
 # (this tree): both bundled models, five workloads, baseline / adaptive interleaved, 5 reps
