@@ -58,6 +58,13 @@ class DeviceEngine {
   // Whether the speculative loop should draft through draft_greedy where a request allows it
   // (greedy, no penalties); MERE_CUDA_DRAFTS=host keeps the host loop (mtp_forward + host argmax).
   virtual bool drafts_on_device() const = 0;
+  // Whether mtp_forward of `rows` rows with no outputs (head priming) runs them as the prompt's GEMMs,
+  // far cheaper than head passes: the host drafting loop then primes all confirmed rows but the last
+  // that way before the last one's pass with its outputs.
+  virtual bool head_rows_on_gemms(int64_t rows) const {
+    (void)rows;
+    return false;
+  }
 };
 
 // Defined by the CUDA engine (src/backend/cuda/engine/) only when the build has CUDA (MERE_HAVE_CUDA);

@@ -20,8 +20,6 @@ namespace mere {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// host drafting on a device: catch-ups longer than this run their rows but the last without outputs
-constexpr int64_t kQuietPrimeRows = 16;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Measured costs of one model on this machine: target (verification) and head passes by width.
@@ -273,10 +271,11 @@ class Round {
       m_.device_engine()->draft_greedy(pending_h_.data(), pending_ids_.data(), n_conf, d, mem_, drafts.data());
       mtp_confirmed = mem_.mtp_length() - (d - 1);
     } else {
-      // on a device, a long catch-up (the prompt's priming) in two calls: the rows whose outputs nobody
-      // reads (run as the prompt's GEMMs, CudaEngine::mtp_forward), then the last row with its hidden
+      // a long catch-up (the prompt's priming) in two calls where the device runs rows without outputs
+      // as the prompt's GEMMs: the rows whose outputs nobody reads, then the last row with its hidden
       // state and logits
-      const int64_t quiet = m_.device_engine() && n_conf > kQuietPrimeRows ? n_conf - 1 : 0;
+      const DeviceEngine* engine = m_.device_engine();
+      const int64_t quiet = engine && engine->head_rows_on_gemms(n_conf - 1) ? n_conf - 1 : 0;
       if (quiet > 0)
         m_.mtp_forward(pending_h_.data(), pending_ids_.data(), quiet, mem_, nullptr, nullptr, LogitsMode::None);
       std::vector<float> mh(static_cast<size_t>((n_conf - quiet) * H_)), ql(static_cast<size_t>(V_));

@@ -62,6 +62,9 @@ class CudaEngine final : public DeviceEngine {
   void draft_greedy(const float* hidden, const int32_t* ids, int64_t n, int d, SequenceMemory& mem,
                     int32_t* drafts) override;
   bool drafts_on_device() const override { return drafts_on_device_; }
+  bool head_rows_on_gemms(int64_t rows) const override {
+    return rows >= kGemmRows && head_prefill_ && prefill_gemm_enabled();
+  }
 
  private:
   // device work of one MTP head pass of T <= kRows rows (inputs in st.ids(), st.pos()[1], hin_): the
@@ -133,8 +136,6 @@ class CudaEngine final : public DeviceEngine {
   void prefill_gdn(const DGdn& g, CudaSeqState& st, int64_t li, int64_t T, float* out);
   void prefill_ffn(const DLayer& L, int64_t T, float* out);
   void head_prefill(CudaSeqState& st, const float* hidden, const int32_t* ids, int64_t T, int64_t pos0);
-  // whether a head pass over `rows` confirmed rows runs as head_prefill (the prompt's GEMMs)
-  bool head_on_gemms(int64_t rows) const { return rows >= kGemmRows && head_prefill_ && prefill_gemm_enabled(); }
   // x += add (when not null), then xn = rmsnorm(x) * w over the prefill scratch's T rows (prefill())
   void prefill_norm(int64_t T, const float* add, const float* w);
   // The recurrent GatedDeltaNet step over T tokens of one layer's state S (gdn.h's layout):

@@ -136,12 +136,11 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
     accumulate_prepared(g.out, T, x);
     return true;
   }
-  if (!kept(kAblGdn)) {  // MERE_CUDA_ABLATE=gdn (trace builds): a timing experiment
-  } else if (one_launch) {  // one launch, the same bits; a traced pass's copies are stored by it too
+  if (one_launch && kept(kAblGdn)) {  // one launch, the same bits; a traced pass's copies are stored by it too
     k::conv_gdn_prepare(s, st.conv(li), g.conv, raw_, T, K, ga_, gb_, g.neg_a, g.dt_bias, Hk, Dk, Hv, Dv, gq_, gk_,
                         gv_, gg_, gbeta_, tr,
                         conv_mode_ == ConvMode::Tokens || (conv_mode_ == ConvMode::Width && T > 1));
-  } else {
+  } else if (kept(kAblGdn)) {
     k::conv_silu(s, st.conv(li), g.conv, raw_, T, C, K, mixed_);
     k::gdn_prepare(s, mixed_, ga_, gb_, g.neg_a, g.dt_bias, T, Hk, Dk, Hv, Dv, gq_, gk_, gv_, gg_, gbeta_);
   }
@@ -511,7 +510,7 @@ void CudaEngine::mtp_forward(const float* hidden, const int32_t* ids, int64_t T,
   DeviceGuard guard(dev_.ordinal());
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, pos0 = mem.mtp_length();
   st.ensure_kv(pos0 + T, true);
-  if (!mtp_hidden && !logits && head_on_gemms(T)) {
+  if (!mtp_hidden && !logits && head_rows_on_gemms(T)) {
     // rows only written to the head's cache (the host drafting loop's priming): the prompt's GEMMs
     head_prefill(st, hidden, ids, T, pos0);
     dev_.synchronize("cuda mtp_forward");
@@ -580,7 +579,7 @@ void CudaEngine::draft_greedy(const float* hidden, const int32_t* ids, int64_t n
     MERE_CUDA_CHECK(
         cudaMemcpyAsync(st.drafts() + 8, chain_pos, static_cast<size_t>(d - 1) * 4, cudaMemcpyHostToDevice, s));
   int64_t last_rows = 0;  // rows of the latest pass: its last hidden row feeds the next step
-  const bool gemms = head_on_gemms(n);
+  const bool gemms = head_rows_on_gemms(n);
   if (gemms) {  // the prompt's rows (head priming): the prompt's GEMMs, not n / 9 head passes
     head_prefill(st, hidden, ids, n, pos0);
     linear(lm_head_, h_, 1, logits_);
