@@ -12,27 +12,13 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/string_list.h"
 #include "core/thread_pool.h"
 #include "model/generation_config.h"
 #include "runtime/benchmark.h"
 
 namespace mere::cli {
 namespace {
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(',', start);
-    if (end == std::string::npos) end = s.size();
-    std::string item = s.substr(start, end - start);
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    if (!item.empty()) out.push_back(item);
-    start = end + 1;
-  }
-  return out;
-}
 
 std::string model_name(const std::string& dir) {
   std::filesystem::path p = std::filesystem::path(dir).lexically_normal();

@@ -15,6 +15,7 @@
 #include "backend/cuda/kernel_trace.h"
 #include "backend/cuda/stream_timer.h"
 #include "core/error.h"
+#include "core/string_list.h"
 
 namespace mere {
 
@@ -35,17 +36,13 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   if (const char* a = std::getenv("MERE_CUDA_ABLATE"); a && *a) {
     static const std::pair<const char*, unsigned> kinds[] = {{"norm", kAblNorm}, {"prep", kAblPrep}, {"gdn", kAblGdn},
                                                              {"attn", kAblAttn}, {"mv", kAblMv},     {"moe", kAblMoe}};
-    std::string list = a;
-    for (size_t b = 0; b <= list.size();) {
-      const size_t e = std::min(list.find(',', b), list.size());
-      const std::string name = list.substr(b, e - b);
+    for (const std::string& name : split_list(a)) {
       unsigned bit = 0;
       for (const auto& [n, v] : kinds)
         if (name == n) bit = v;
       MERE_CHECK(bit != 0, "MERE_CUDA_ABLATE", "unknown kernel kind \"", name,
                  "\" (expected a comma-separated list of norm, prep, gdn, attn, mv, moe)");
       ablate_ |= bit;
-      b = e + 1;
     }
     std::fprintf(stderr, "[mere.run] MERE_CUDA_ABLATE=%s: kernels left out for timing, the output is meaningless\n", a);
   }
