@@ -551,6 +551,61 @@ void check_rms_norm(CudaDevice& dev) {
   }
 }
 
+// The engine's producers write only the 4-bit parts the process's matvec kernels read
+// (prep::producer_parts; the integer layout by default): k::swiglu_prep and k::rms_norm_prep against
+// the producer without the prepare followed by qmatvec_prepare (every part): the parts the producers
+// write bitwise, at the 27B / 35B-A3B widths and an odd group count, T = 1 and 8.
+void check_producer_parts(CudaDevice& dev) {
+  const int parts = prep::producer_parts();
+  int ci = 0;
+  for (const int64_t cols : {17408, 5120, 2048, 192})
+    for (const int64_t T : {1, 8}) {
+      const auto g = random_vec(static_cast<size_t>(T * cols), 900 + ci, -4.0f, 4.0f);
+      const auto u = random_vec(static_cast<size_t>(T * cols), 910 + ci, -2.0f, 2.0f);
+      const auto w = random_vec(static_cast<size_t>(cols), 920 + ci, 0.5f, 1.5f);
+      const size_t wsf = static_cast<size_t>(qmatvec_workspace_floats(T, cols, 4));
+      auto ws = [&](const char* what) {
+        DeviceBuffer b = dev.alloc(wsf * 4, what);
+        dev.fill_bytes(b.get(), 0, wsf * 4);  // unwritten padding must compare equal
+        return b;
+      };
+      DeviceBuffer dg = to_device(dev, g, "g"), du = to_device(dev, u, "u"), dw = to_device(dev, w, "w");
+      DeviceBuffer ref_ws = ws("reference workspace"), got_ws = ws("producer workspace");
+      // SwiGLU: the product in place, then every part
+      DeviceBuffer gp = to_device(dev, g, "g product");
+      k::swiglu(dev.stream(), gp.as<float>(), du.as<float>(), T * cols);
+      qmatvec_prepare(dev, gp.as<float>(), T, cols, 4, ref_ws.as<float>());
+      k::swiglu_prep(dev.stream(), dg.as<float>(), du.as<float>(), T, cols, 4, got_ws.as<float>());
+      // RMSNorm: y, then every part (x = u; y written by both)
+      DeviceBuffer ny = dev.alloc(static_cast<size_t>(T * cols) * 4, "y"), py = dev.alloc(static_cast<size_t>(T * cols) * 4, "y");
+      DeviceBuffer nref = ws("norm reference workspace"), ngot = ws("norm producer workspace");
+      k::rms_norm(dev.stream(), du.as<float>(), cols, dw.as<float>(), T, cols, 1e-6f, ny.as<float>(), cols);
+      qmatvec_prepare(dev, ny.as<float>(), T, cols, 4, nref.as<float>());
+      k::rms_norm_prep(dev.stream(), du.as<float>(), nullptr, dw.as<float>(), T, cols, 1e-6f, py.as<float>(), 4,
+                       ngot.as<float>());
+      auto same_parts = [&](DeviceBuffer& a, DeviceBuffer& b) {
+        const auto x = from_device<uint32_t>(dev, a, wsf), y = from_device<uint32_t>(dev, b, wsf);
+        auto eq = [&](int64_t from, int64_t n) {
+          return std::equal(x.begin() + from, x.begin() + from + n, y.begin() + from);
+        };
+        bool ok = true;
+        if (parts & prep::kPartSimt) ok = ok && eq(0, prep::simt_floats(T, cols, 4));
+        if (parts & prep::kPartFrag) ok = ok && eq(prep::tc_offset(T, cols), prep::tc_floats(T, cols));
+        if (parts & prep::kPartInt) ok = ok && eq(prep::int_offset(T, cols), prep::int_floats(T, cols));
+        if (parts & prep::kPartGm) ok = ok && eq(prep::gm_offset(T, cols), prep::gm_floats(T, cols));
+        return ok;
+      };
+      const bool sw = same_parts(ref_ws, got_ws), nm = same_parts(nref, ngot);
+      const bool ys = from_device<uint32_t>(dev, ny, g.size()) == from_device<uint32_t>(dev, py, g.size());
+      record_bool("producer parts (mask " + std::to_string(parts) + ") [cols=" + std::to_string(cols) + ",T=" +
+                      std::to_string(T) + "] swiglu_prep, rms_norm_prep vs qmatvec_prepare",
+                  sw && nm && ys && (parts & prep::kPartInt),
+                  std::string(sw ? "" : "swiglu parts differ; ") + (nm ? "" : "norm parts differ; ") +
+                      (ys ? "" : "norm y differs; ") + ((parts & prep::kPartInt) ? "bitwise" : "no integer part"));
+      ++ci;
+    }
+}
+
 // ---------------------------------------------------------------- gated delta net
 void l2n_rows(std::vector<float>& v, int64_t rows, int64_t d, float mul) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -778,6 +833,7 @@ void check_gdn(CudaDevice& dev) {
   }
   check_gdn_step_norm(dev);
   check_gdn_mid(dev);
+  check_producer_parts(dev);
 }
 
 // ---------------------------------------------------------------- argmax

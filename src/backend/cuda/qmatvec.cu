@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_int.h"
@@ -309,6 +310,27 @@ detail::IntImpl int_impl(int64_t T) {
   }
 }
 bool tensor_core_default() { return q4_kernel() == Q4Kernel::TensorCore; }
+
+}  // namespace
+
+// The 4-bit parts the engine's producers write (qmatvec_prep.cuh): the integer kernels read only the
+// integer layout; =mma adds the group-integer one (tiled matrices; MLX-layout ones stay on the integer
+// kernel); =simt and =tc, whose launches may fall back to one another, get every part, as does
+// MERE_CUDA_PREP_PARTS=all (the A/B switch: the same bits in every part that is read).
+int prep::producer_parts() {
+  static const int parts = [] {
+    if (env_choice("MERE_CUDA_PREP_PARTS", {"used", "all"}) == 1) return prep::kPartsAll;
+    switch (q4_kernel()) {
+      case Q4Kernel::GroupMma: return prep::kPartInt | prep::kPartGm;
+      case Q4Kernel::Simt:
+      case Q4Kernel::TensorCore: return prep::kPartsAll;
+      default: return prep::kPartInt;
+    }
+  }();
+  return parts;
+}
+
+namespace {
 
 // MERE_CUDA_Q8_SHAPE=R,U: the 8-bit SIMT shape for T <= 4 launches of every size; unset: 1,4 (4x
 // the warps) for launches of at most kSmallRows rows (the 35B-A3B router + shared-expert gate, 257

@@ -52,6 +52,13 @@ __host__ __device__ inline int64_t gm_offset(int64_t T, int64_t cols) {
 __host__ __device__ inline int64_t gm_floats(int64_t T, int64_t cols) { return T * (cols / 64) * (3 * 4 * 4 + 2); }
 __host__ __device__ inline int64_t q4_floats(int64_t T, int64_t cols) { return gm_offset(T, cols) + gm_floats(T, cols); }
 
+// The parts of a 4-bit workspace (a producer writes only those its consumers read: Layout::parts).
+constexpr int kPartSimt = 1;  // xs, sx: the 4-bit SIMT kernel (MERE_CUDA_QMATVEC=simt)
+constexpr int kPartFrag = 2;  // frag, gsx: the tensor-core kernel (MERE_CUDA_QMATVEC=tc)
+constexpr int kPartInt = 4;   // dg, dsx: the integer kernels (the default)
+constexpr int kPartGm = 8;    // gdg, gsx2: the group-integer kernel (MERE_CUDA_QMATVEC=mma, tiled weights)
+constexpr int kPartsAll = kPartSimt | kPartFrag | kPartInt | kPartGm;
+
 // Pointers into a workspace prepared for T rows of `cols` inputs at `bits` (frag/gsx: 4-bit only).
 struct Layout {
   float* xs = nullptr;
@@ -64,6 +71,7 @@ struct Layout {
   float2* gsx2 = nullptr;  // group-integer layout: {2^-e, sum} per group
   int stride = 0, cols = 0, spans = 0, T = 0;
   int early = 0;  // the producer writing this layout triggers the next launch early (launch.cuh)
+  int parts = kPartsAll;  // 4-bit: the parts q4_emit writes (8-bit: the SIMT layout, always)
 };
 __host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int bits) {
   Layout L;
@@ -87,12 +95,18 @@ __host__ __device__ inline Layout layout(float* ws, int64_t T, int64_t cols, int
   return L;
 }
 
+// The 4-bit parts the process's matvec kernels read (qmatvec.cu, from MERE_CUDA_QMATVEC; with
+// MERE_CUDA_PREP_PARTS=all every part): the engine's producers write only these.
+int producer_parts();
+
 // The layout a producer kernel writes for the next matvec (rms_norm_prep, gated_rms_norm_prep, the
 // src prepares): with MERE_CUDA_PDL_EARLY the producer lets that matvec launch before its own wait
-// (launch.cuh pdl_begin_producer), so the matvec's blocks land and prefetch their weights earlier.
+// (launch.cuh pdl_begin_producer), so the matvec's blocks land and prefetch their weights earlier;
+// a 4-bit layout holds only the parts the process's kernels read (producer_parts).
 inline Layout producer_layout(float* ws, int64_t T, int64_t cols, int bits) {
   Layout L = layout(ws, T, cols, bits);
   L.early = pdl_early() ? 1 : 0;
+  if (bits == 4) L.parts = producer_parts();
   return L;
 }
 
@@ -182,23 +196,26 @@ __device__ __forceinline__ void gm_emit(const float (&v)[16], float gmax, float 
 // 4-bit: one lane slot (0..7: slot = 4*lo + quarter q) of the 8 consecutive lanes that prepare
 // group G of row t; v = the 16 columns 16q .. 16q+15 of the group. All 32 lanes of the warp must
 // call it together (shuffles inside 8-lane sets); lanes with valid = false write nothing. Writes the
-// slot's B-fragment words, the group's {sum, 2^-s} (slot 0) and, for slots 0..3, the SIMT layout of
-// its 16 columns and (even q) the 32-column chunk sum.
+// parts of L.parts (warp-uniform): the slot's B-fragment words and the group's {sum, 2^-s} (slot 0)
+// (kPartFrag); for slots 0..3, the SIMT layout of its 16 columns and (even q) the 32-column chunk sum
+// (kPartSimt), the integer layout (kPartInt), the group-integer layout (kPartGm). Each part's bits do
+// not depend on which others are written.
 __device__ __forceinline__ void q4_emit(const float (&v)[16], int t, int G, int slot, bool valid, const Layout& L) {
   constexpr uint32_t kFull = 0xffffffffu;
   const int q = slot & 3;
-  float mx = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fabsf(v[i]));
-  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));  // the group's max |x| (lanes of the same part)
+  const bool frag = (L.parts & kPartFrag) != 0;
   int s = 0;
-  if (mx > 0.0f && mx <= FLT_MAX) {
-    const int ex = static_cast<int>((__float_as_uint(mx) >> 23) & 0xFFu) - 126;  // mx in [2^(ex-1), 2^ex)
-    s = min(max(15 - ex, -125), 125);
+  if (frag) {
+    float mx = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fabsf(v[i]));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));  // the group's max |x| (lanes of the same part)
+    if (mx > 0.0f && mx <= FLT_MAX) {
+      const int ex = static_cast<int>((__float_as_uint(mx) >> 23) & 0xFFu) - 126;  // mx in [2^(ex-1), 2^ex)
+      s = min(max(15 - ex, -125), 125);
+    }
   }
-  const float p = __uint_as_float(static_cast<uint32_t>(127 + s) << 23);
-  const float inv = __uint_as_float(static_cast<uint32_t>(127 - s) << 23);
   // sums of the original x: quarter in column order, chunk = q0+q1 / q2+q3, group = chunk01 + chunk23
   float qs = 0.0f;
 #pragma unroll
@@ -217,38 +234,44 @@ __device__ __forceinline__ void q4_emit(const float (&v)[16], int t, int G, int 
   const int ng = L.cols >> 6;
   const size_t tg = static_cast<size_t>(t) * ng + G;
   const bool lo = slot >= 4;
-  auto part = [&](float z) -> __half {
-    z = __fmul_rn(z, p);
-    const __half h = __float2half_rn(z);
-    return lo ? __float2half_rn(__fsub_rn(z, __half2float(h))) : h;
-  };
-  uint32_t fr[8];
+  if (frag) {
+    const float p = __uint_as_float(static_cast<uint32_t>(127 + s) << 23);
+    const float inv = __uint_as_float(static_cast<uint32_t>(127 - s) << 23);
+    auto part = [&](float z) -> __half {
+      z = __fmul_rn(z, p);
+      const __half h = __float2half_rn(z);
+      return lo ? __float2half_rn(__fsub_rn(z, __half2float(h))) : h;
+    };
+    uint32_t fr[8];
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    fr[2 * ks] = pack_half2(part(v[ks]), part(v[ks + 4]));
-    fr[2 * ks + 1] = pack_half2(part(v[8 + ks]), part(v[12 + ks]));
-  }
-  uint4* fo = L.frag + tg * 16 + slot * 2;
-  fo[0] = make_uint4(fr[0], fr[1], fr[2], fr[3]);
-  fo[1] = make_uint4(fr[4], fr[5], fr[6], fr[7]);
-  if (slot == 0) L.gsx[tg] = make_float2(gs, inv);
-
-  if (!lo) {  // SIMT layout: chunk j = 2G + q/2 (32 columns), float4 units 4*(q&1) .. +3 of it
-    const int j = 2 * G + (q >> 1);
-    float4* xs = reinterpret_cast<float4*>(L.xs + static_cast<size_t>(t) * L.stride) + (j >> 5) * 8 * 32 + (j & 31);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int u = 4 * (q & 1) + i;
-      float4 o;
-      o.x = __fmul_rn(v[4 * i], q4_slot_prescale((4 * u) % 8));
-      o.y = __fmul_rn(v[4 * i + 1], q4_slot_prescale((4 * u + 1) % 8));
-      o.z = __fmul_rn(v[4 * i + 2], q4_slot_prescale((4 * u + 2) % 8));
-      o.w = __fmul_rn(v[4 * i + 3], q4_slot_prescale((4 * u + 3) % 8));
-      xs[u * 32] = o;
+    for (int ks = 0; ks < 4; ++ks) {
+      fr[2 * ks] = pack_half2(part(v[ks]), part(v[ks + 4]));
+      fr[2 * ks + 1] = pack_half2(part(v[8 + ks]), part(v[12 + ks]));
     }
-    if ((q & 1) == 0) L.sx[static_cast<size_t>(t) * (L.cols / 32) + j] = cs;
-    int_emit(v, cmax, cs, t, j, q & 1, L);
-    gm_emit(v, gmax, gs, t, G, q, L);
+    uint4* fo = L.frag + tg * 16 + slot * 2;
+    fo[0] = make_uint4(fr[0], fr[1], fr[2], fr[3]);
+    fo[1] = make_uint4(fr[4], fr[5], fr[6], fr[7]);
+    if (slot == 0) L.gsx[tg] = make_float2(gs, inv);
+  }
+
+  if (!lo) {  // chunk j = 2G + q/2 (32 columns)
+    const int j = 2 * G + (q >> 1);
+    if (L.parts & kPartSimt) {  // float4 units 4*(q&1) .. +3 of the chunk
+      float4* xs = reinterpret_cast<float4*>(L.xs + static_cast<size_t>(t) * L.stride) + (j >> 5) * 8 * 32 + (j & 31);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int u = 4 * (q & 1) + i;
+        float4 o;
+        o.x = __fmul_rn(v[4 * i], q4_slot_prescale((4 * u) % 8));
+        o.y = __fmul_rn(v[4 * i + 1], q4_slot_prescale((4 * u + 1) % 8));
+        o.z = __fmul_rn(v[4 * i + 2], q4_slot_prescale((4 * u + 2) % 8));
+        o.w = __fmul_rn(v[4 * i + 3], q4_slot_prescale((4 * u + 3) % 8));
+        xs[u * 32] = o;
+      }
+      if ((q & 1) == 0) L.sx[static_cast<size_t>(t) * (L.cols / 32) + j] = cs;
+    }
+    if (L.parts & kPartInt) int_emit(v, cmax, cs, t, j, q & 1, L);
+    if (L.parts & kPartGm) gm_emit(v, gmax, gs, t, G, q, L);
   }
 }
 
@@ -269,17 +292,22 @@ __device__ __forceinline__ void q8_emit(const float (&v)[16], int t, int j, cons
   L.sx[static_cast<size_t>(t) * (L.cols / 16) + j] = s;
 }
 
+// Lanes that prepare one 4-bit group: 8 when the tensor-core part is written (slots 4..7 write its
+// low halves), else 4 (slots 0..3 write every other part).
+__host__ __device__ inline int q4_group_lanes(int parts) { return (parts & kPartFrag) ? 8 : 4; }
+
 // Prepares columns [c0, c1) of row t of x (`src(c)` = column c; c0, c1 multiples of 64) with the
 // threads of one block: every thread of the block must call it (4-bit shuffles); loops until all
 // groups / chunks of the range are done. The whole row: c0 = 0, c1 = L.cols.
 template <int BITS, class Src>
 __device__ __forceinline__ void prepare_block(const Src& src, int t, int c0, int c1, const Layout& L) {
   if constexpr (BITS == 4) {
-    const int nslots = ((c1 - c0) >> 6) * 8;
+    const int lanes = q4_group_lanes(L.parts), shift = lanes == 8 ? 3 : 2;
+    const int nslots = ((c1 - c0) >> 6) * lanes;
     for (int base = 0; base < nslots; base += blockDim.x) {  // block-uniform trip count
       const int i = base + static_cast<int>(threadIdx.x);
-      const bool valid = i < nslots;  // whole 8-lane sets (blockDim is a multiple of 32)
-      const int G = (c0 >> 6) + (valid ? i >> 3 : 0), slot = i & 7, cb = 64 * G + 16 * (slot & 3);
+      const bool valid = i < nslots;  // whole lane sets (blockDim is a multiple of 32)
+      const int G = (c0 >> 6) + (valid ? i >> shift : 0), slot = i & (lanes - 1), cb = 64 * G + 16 * (slot & 3);
       float v[16];
 #pragma unroll
       for (int e = 0; e < 16; ++e) v[e] = valid ? src(cb + e) : 0.0f;

@@ -101,7 +101,8 @@ class CudaEngine final : public DeviceEngine {
                        const int32_t* pos, float* x);
   bool gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, bool xn_prepared, int64_t T,
                  int64_t trace_row0, float* x);
-  void ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x);  // x += ffn(xn)
+  // x += ffn(xn); routed: the router and shared-gate logits are in rlog_ / sg_ already (moe_norm_router)
+  void ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x, bool routed = false);
   void linear(const DMat& W, const float* x, int64_t T, float* y);
   // several matrices over the same x: the quantised ones of one bit width share one prepare (and,
   // fused, one launch); prepared: qws_ already holds x prepared
@@ -183,6 +184,10 @@ class CudaEngine final : public DeviceEngine {
   // (k::moe_route_gate_up, the same bits; one launch fewer a MoE layer; H100 35B-A3B decode +0.5%);
   // separate: its own launch. Read at load.
   bool moe_route_fused_ = true;
+  // MERE_CUDA_MOE_NORM: unset or fused: the post-attention RMSNorm inside the 8-bit router launch
+  // (k::moe_norm_router, the same bits; s32a H100 35B-A3B decode +6.4%); separate: rms_norm_prep's own
+  // launch. Read at load.
+  bool moe_norm_fused_ = true;
   MatvecShapeTable mv_shapes_;
   // MERE_CUDA_STEP_NORM=fused: with fusion, the GatedDeltaNet decode step and the gated RMSNorm +
   // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or

@@ -178,7 +178,7 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
 // warp per token; with MERE_CUDA_MOE_ROUTE=fused inside the gate/up launch), one launch for
 // gate+up+SwiGLU of the K experts and the shared expert, one for down + combine + residual add
 // (k_moe.cu); other formats take the generic gathered matvec.
-void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x) {
+void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x, bool routed) {
   cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size;
   if (!cfg_.is_moe) {
@@ -194,7 +194,7 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
     return;
   }
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, Ie = L.experts.gate.rows;
-  linear_shared({{&L.router, rlog_}, {&L.shared_gate, sg_}}, xn, T, xn_prepared);
+  if (!routed) linear_shared({{&L.router, rlog_}, {&L.shared_gate, sg_}}, xn, T, xn_prepared);
   const bool fused = k::moe_fused_supported(L.experts.gate, L.experts.up, L.experts.down, L.shared.gate,
                                             L.shared.up, L.shared.down, K);
   if (!kept(kAblMoe)) return;
@@ -286,6 +286,12 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   if (moe_block_grid_ > 0 && T == 1 && ffn_bits && added) {  // MERE_CUDA_MOE_BLOCK=on: norm to residual, one launch
     k::moe_block(s, moe_block_grid_, moe_block_weights(L), eps, cfg_.num_experts, cfg_.experts_per_tok,
                  cfg_.norm_topk_prob, x, k::MoeBlockScratch{rlog_, sg_, ridx_, rw_, eg_, f1_, moe_bar_});
+    return;
+  }
+  if (ffn_bits && cfg_.is_moe && added && moe_norm_fused_ && kept(kAblNorm) && kept(kAblMv) &&
+      k::moe_norm_router_supported(L.router, L.shared_gate, x, L.post_norm, xn_)) {  // norm + router, one launch
+    k::moe_norm_router(s, x, L.post_norm, eps, L.router, L.shared_gate, T, xn_, rlog_, sg_);
+    ffn_block(L, xn_, true, T, x, true);
     return;
   }
   if (ffn_bits) {

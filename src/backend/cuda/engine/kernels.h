@@ -192,6 +192,16 @@ void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,
                  int64_t K, int64_t H, float* out);
 
+// The post-attention norm and the router in one launch (k_moe_router.cu; MERE_CUDA_MOE_NORM=fused):
+// y = rmsnorm(x) * norm_w, logits = router y, sg = shared_gate y, bitwise rms_norm_prep (8-bit, no
+// residual add) followed by the 8-bit router + shared-gate matvec. Whether the shapes take it (an
+// 8-bit router and shared gate of one row, H <= 4096, 16-byte aligned rows):
+// x, y: [T, H]; norm_w: [H]; router: [E, H]; shared_gate: [1, H]; logits: [T, E]; sg: [T]
+bool moe_norm_router_supported(const DMat& router, const DMat& shared_gate, const float* x, const float* norm_w,
+                               const float* y);
+void moe_norm_router(cudaStream_t s, const float* x, const float* norm_w, float eps, const DMat& router,
+                     const DMat& shared_gate, int64_t T, float* y, float* logits, float* sg);
+
 // The MoE half of a decoder layer for ONE token in one launch (k_moe_block.cu; MERE_CUDA_MOE_BLOCK):
 // xn = rmsnorm(x) * norm_w; the router and shared-gate logits (RB = router.bits, 4 or 8); the routing;
 // SwiGLU of the K experts and the shared expert; down + combine; x += the result. Bitwise the same x
