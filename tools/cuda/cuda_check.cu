@@ -836,6 +836,47 @@ void check_gdn(CudaDevice& dev) {
   check_producer_parts(dev);
 }
 
+// ---------------------------------------------------------------- MoE routing
+// k::moe_route's two top-k forms (route_token: sorted entries + warp reductions, the routing gate/up
+// launch's default; K rounds of scans and shuffles) against each other, bitwise (ids and weights), and
+// their ids against the host (logit desc, index asc: the logits are quarter steps, so equal
+// probabilities come only from equal logits); a token with a NaN logit takes the NaN path in both.
+void check_moe_route(CudaDevice& dev) {
+  struct Case { int64_t E, K; bool renorm; };
+  const Case cases[] = {{256, 8, true}, {256, 8, false}, {16, 2, true}, {128, 8, true}, {200, 8, true}, {40, 40, true}, {512, 8, true}};
+  int ci = 0;
+  for (const auto& c : cases) {
+    const int64_t T = 6;
+    auto lg = random_vec(static_cast<size_t>(T * c.E), 950 + ci, -3.0f, 3.0f);
+    for (float& v : lg) v = std::round(v * 4.0f) / 4.0f;  // ties
+    lg[static_cast<size_t>((T - 1) * c.E + c.E / 3)] = std::numeric_limits<float>::quiet_NaN();  // the last token
+    DeviceBuffer dl = to_device(dev, lg, "logits");
+    DeviceBuffer ia = dev.alloc(static_cast<size_t>(T * c.K) * 4, "ids"), ib = dev.alloc(static_cast<size_t>(T * c.K) * 4, "ids");
+    DeviceBuffer wa = dev.alloc(static_cast<size_t>(T * c.K) * 4, "w"), wb = dev.alloc(static_cast<size_t>(T * c.K) * 4, "w");
+    for (DeviceBuffer* b : {&ia, &ib, &wa, &wb}) poison(dev, *b);
+    k::moe_route(dev.stream(), dl.as<float>(), T, c.E, c.K, c.renorm, ia.as<int32_t>(), wa.as<float>(), true);
+    k::moe_route(dev.stream(), dl.as<float>(), T, c.E, c.K, c.renorm, ib.as<int32_t>(), wb.as<float>(), false);
+    const auto ida = from_device<int32_t>(dev, ia, static_cast<size_t>(T * c.K));
+    const auto idb = from_device<int32_t>(dev, ib, static_cast<size_t>(T * c.K));
+    const bool same = ida == idb && from_device<uint32_t>(dev, wa, static_cast<size_t>(T * c.K)) ==
+                                        from_device<uint32_t>(dev, wb, static_cast<size_t>(T * c.K));
+    int host_bad = 0;
+    for (int64_t t = 0; t + 1 < T; ++t) {
+      std::vector<int32_t> order(static_cast<size_t>(c.E));
+      for (int32_t e = 0; e < c.E; ++e) order[static_cast<size_t>(e)] = e;
+      const float* l = lg.data() + t * c.E;
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+      for (int64_t k = 0; k < c.K; ++k) host_bad += order[static_cast<size_t>(k)] != ida[static_cast<size_t>(t * c.K + k)];
+    }
+    for (int64_t k = 0; k < c.K; ++k) host_bad += ida[static_cast<size_t>((T - 1) * c.K + k)] != 0;  // NaN: ids 0
+    record_bool("moe_route[E=" + std::to_string(c.E) + ",K=" + std::to_string(c.K) + (c.renorm ? ",renorm" : "") +
+                    "] sorted top-k vs rounds bitwise, ids vs host",
+                same && host_bad == 0,
+                std::string(same ? "bitwise" : "forms differ") + ", " + std::to_string(host_bad) + " ids off the host's");
+    ++ci;
+  }
+}
+
 // ---------------------------------------------------------------- argmax
 // k::argmax, one block a row (v1) and the split form (several blocks a row, last-block merge), against
 // the rule on the host: the lowest index of the largest non-NaN value (-inf counts), 0 for an all-NaN
@@ -1435,6 +1476,7 @@ int main(int argc, char** argv) {
     phase("gdn", [&] { check_gdn(dev); });
     phase("attention", [&] { check_attention(dev, quick); });
     phase("argmax", [&] { check_argmax(dev); });
+    phase("moe_route", [&] { check_moe_route(dev); });
     phase("qmatvec", [&] { check_qmatvec(dev, quick); });
     if (bench) {
       phase("bandwidth", [&] { bench_bandwidth(dev); });

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/k_moe_common.cuh"
 #include "backend/cuda/engine/kernels.h"
@@ -21,11 +22,18 @@ namespace {
 
 __global__ void __launch_bounds__(kRouteThreads)
     moe_route_kernel(const float* __restrict__ logits, int E, int K, bool renorm, int32_t* __restrict__ idx,
-                     float* __restrict__ w) {
+                     float* __restrict__ w, bool sorted) {
   pdl_begin();
   extern __shared__ float p[];  // [E] probabilities, then [K] the selected ones
   const int t = blockIdx.x;
-  route_token(logits + static_cast<int64_t>(t) * E, E, K, renorm, p, nullptr, idx + t * K, w + t * K);
+  route_token(logits + static_cast<int64_t>(t) * E, E, K, renorm, p, nullptr, idx + t * K, w + t * K, sorted);
+}
+
+// MERE_CUDA_MOE_TOPK=sorted|rounds: the top-k of the routing inside moe_gate_up (route_token's two
+// forms; the same ids and weights). Unset: sorted. Read once per process.
+bool topk_sorted() {
+  static const bool v = env_choice("MERE_CUDA_MOE_TOPK", {"sorted", "rounds"}) != 1;
+  return v;
 }
 
 // The routing inputs of a moe_gate_up that routes its own token (ROUTE): the router logits [T, E],
@@ -36,6 +44,7 @@ struct RouteIn {
   bool renorm;
   int32_t* idx;
   float* w;
+  bool sorted;  // route_token's top-k form
 };
 
 // grid (ceil(max(Ie, Is) / (kWarps*kUpRows)), K + 1, T); block k == K is the shared expert.
@@ -75,7 +84,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const bool writer = blockIdx.x == 0 && k == 0;
       if (warp == 0)
         route_token(route.logits + static_cast<int64_t>(t) * route.E, route.E, K, route.renorm, p, sidx,
-                    writer ? route.idx + t * K : nullptr, writer ? route.w + t * K : nullptr);
+                    writer ? route.idx + t * K : nullptr, writer ? route.w + t * K : nullptr, route.sorted);
       else
         fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum, 32);
       __syncthreads();
@@ -180,10 +189,11 @@ __global__ void moe_combine_kernel(const float* y, const float* w, const float* 
 }  // namespace
 
 void moe_route(cudaStream_t s, const float* logits, int64_t T, int64_t E, int64_t K, bool renorm, int32_t* idx,
-               float* w) {
+               float* w, bool sorted) {
   MERE_CHECK(E >= 1 && E <= 8192 && K >= 1 && K <= E, "cuda moe", "unsupported experts: E ", E, " top-k ", K);
   launch("moe_route_kernel", moe_route_kernel, static_cast<unsigned>(T), kRouteThreads,
-         static_cast<size_t>(E + K) * sizeof(float), s, logits, static_cast<int>(E), static_cast<int>(K), renorm, idx, w);
+         static_cast<size_t>(E + K) * sizeof(float), s, logits, static_cast<int>(E), static_cast<int>(K), renorm, idx, w,
+         sorted);
 }
 
 bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, const DMat& sgate, const DMat& sup,
@@ -241,7 +251,7 @@ void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const D
                        int64_t K, float* h, float* hs) {
   MERE_CHECK(moe_route_gate_up_supported(gate, E, K), "cuda moe", "routing gate/up: unsupported experts E ", E,
              " top-k ", K, " or width ", gate.cols);
-  const RouteIn r{logits, static_cast<int>(E), renorm, idx, w};
+  const RouteIn r{logits, static_cast<int>(E), renorm, idx, w, topk_sorted()};
   launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r);
 }
 

@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_block_kernel(const __grid_con
   if (warp == 0) {
     for (int e = lane; e < E; e += 32) lg[e] = __ldcg(a.ws.logits + e);
     __syncwarp();
-    route_token(lg, E, K, a.renorm, p, sidx, nullptr, wk);
+    route_token(lg, E, K, a.renorm, p, sidx, nullptr, wk, true);
   }
   __syncthreads();
   if (blockIdx.x == 0)  // the ids and weights where the routing launches leave them

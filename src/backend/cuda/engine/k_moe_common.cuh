@@ -17,12 +17,72 @@ namespace {
 
 constexpr int kRouteThreads = 32;
 
+constexpr int kTopkPerLane = 8;  // the sorted top-k's entries a lane holds: E <= 256
+
+// The top-K of p[0, E) by one warp, every lane with its entries e = lane + 32 i sorted in registers
+// (by value, then index: the rounds' order), then per round one warp max of the heads' keys and one
+// warp min of the indices that hold it (REDUX), and the winner's lane pops its head: the same (bv, bi)
+// a round as route_token's rounds of scans and shuffles, which rescan 8 entries a lane and run a
+// 10-shuffle butterfly a round. p holds probabilities (>= +0, never -0) or NaN; a NaN entry is never
+// taken, as in the rounds (v > bv is false for it); with none left a round gives (-1, E).
+__device__ __forceinline__ void topk_round_sorted(const float* p, int E, int K, float* pk, int32_t* sidx,
+                                                  int32_t* __restrict__ idx, float& topsum) {
+  const int lane = threadIdx.x & 31;
+  float v[kTopkPerLane];
+  int ix[kTopkPerLane];
+#pragma unroll
+  for (int i = 0; i < kTopkPerLane; ++i) {
+    const int e = lane + 32 * i;
+    const float x = e < E ? p[e] : -1.0f;
+    const bool ok = e < E && x == x;
+    v[i] = ok ? x : -1.0f;
+    ix[i] = ok ? e : E;
+  }
+#pragma unroll
+  for (int a = 0; a < kTopkPerLane - 1; ++a)  // bubble network: (value desc, index asc)
+#pragma unroll
+    for (int b = kTopkPerLane - 1; b > a; --b) {
+      const bool swap = v[b] > v[b - 1] || (v[b] == v[b - 1] && ix[b] < ix[b - 1]);
+      const float tv = v[b];
+      const int ti = ix[b];
+      v[b] = swap ? v[b - 1] : v[b];
+      ix[b] = swap ? ix[b - 1] : ix[b];
+      v[b - 1] = swap ? tv : v[b - 1];
+      ix[b - 1] = swap ? ti : ix[b - 1];
+    }
+  for (int k = 0; k < K; ++k) {
+    const unsigned key = v[0] >= 0.0f ? __float_as_uint(v[0]) + 1u : 0u;  // floats >= +0 order as their bits
+    const unsigned mk = __reduce_max_sync(0xffffffffu, key);
+    const int bi = static_cast<int>(__reduce_min_sync(0xffffffffu, key == mk ? static_cast<unsigned>(ix[0]) : ~0u));
+    const float bv = mk == 0u ? -1.0f : __uint_as_float(mk - 1u);
+    const bool pop = mk != 0u && ix[0] == bi;
+#pragma unroll
+    for (int i = 0; i < kTopkPerLane - 1; ++i) {
+      v[i] = pop ? v[i + 1] : v[i];
+      ix[i] = pop ? ix[i + 1] : ix[i];
+    }
+    v[kTopkPerLane - 1] = pop ? -1.0f : v[kTopkPerLane - 1];
+    ix[kTopkPerLane - 1] = pop ? E : ix[kTopkPerLane - 1];
+    const int id = bi >= E ? 0 : bi;  // only with NaN probabilities, as the rounds
+    if (lane == 0) {
+      pk[k] = bv;
+      if (sidx) sidx[k] = id;
+      if (idx) idx[k] = id;
+    }
+    topsum = __fadd_rn(topsum, bv);  // the CPU's order: k = 0, 1, ...
+  }
+  __syncwarp();
+}
+
 // The routing of one token by one warp (lane = threadIdx.x & 31): softmax of lg[0, E) into p[0, E)
 // (shared), top-k into p[E, E + K) and sidx[0, K) (shared, may be null), and, where given, the ids
-// and (renormalised) weights into idx[0, K) / w[0, K) (global). moe_route_kernel and the routing
-// moe_gate_up run exactly this code, so their ids and weights are bitwise the same.
+// and (renormalised) weights into idx[0, K) / w[0, K) (global). Every kernel that routes runs this
+// code, so their ids and weights are bitwise the same; `sorted` (E <= 256) takes the top-k with
+// topk_round_sorted, else K rounds of a scan and a shuffle butterfly: the same ids and weights
+// (cuda_check's routing check holds the two to each other and to the host).
 __device__ __forceinline__ void route_token(const float* __restrict__ lg, int E, int K, bool renorm, float* p,
-                                            int32_t* sidx, int32_t* __restrict__ idx, float* __restrict__ w) {
+                                            int32_t* sidx, int32_t* __restrict__ idx, float* __restrict__ w,
+                                            bool sorted = false) {
   const int lane = threadIdx.x & 31;
   float mx = -INFINITY;
   for (int e = lane; e < E; e += 32) mx = fmaxf(mx, lg[e]);
@@ -39,36 +99,40 @@ __device__ __forceinline__ void route_token(const float* __restrict__ lg, int E,
   for (int e = lane; e < E; e += 32) p[e] = __fdiv_rn(p[e], sum);
   __syncwarp();
   float topsum = 0.0f;
-  for (int k = 0; k < K; ++k) {
-    float bv = -1.0f;
-    int bi = E;
-    for (int e = lane; e < E; e += 32) {
-      const float v = p[e];
-      if (v > bv) {  // ascending e per lane: the first of equal values wins
-        bv = v;
-        bi = e;
+  if (sorted && E <= 32 * kTopkPerLane) {
+    topk_round_sorted(p, E, K, p + E, sidx, idx, topsum);
+  } else {
+    for (int k = 0; k < K; ++k) {
+      float bv = -1.0f;
+      int bi = E;
+      for (int e = lane; e < E; e += 32) {
+        const float v = p[e];
+        if (v > bv) {  // ascending e per lane: the first of equal values wins
+          bv = v;
+          bi = e;
+        }
       }
-    }
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bi = oi;
+      for (int off = 16; off > 0; off >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+        if (ov > bv || (ov == bv && oi < bi)) {
+          bv = ov;
+          bi = oi;
+        }
       }
+      // every lane holds the same (bv, bi); taken entries become -2 (probabilities are >= 0)
+      if (bi >= E) bi = 0;  // only with NaN logits
+      __syncwarp();
+      if (lane == 0) {
+        p[bi] = -2.0f;
+        p[E + k] = bv;
+        if (sidx) sidx[k] = bi;
+        if (idx) idx[k] = bi;
+      }
+      __syncwarp();
+      topsum = __fadd_rn(topsum, bv);  // the CPU's order: k = 0, 1, ...
     }
-    // every lane holds the same (bv, bi); taken entries become -2 (probabilities are >= 0)
-    if (bi >= E) bi = 0;  // only with NaN logits
-    __syncwarp();
-    if (lane == 0) {
-      p[bi] = -2.0f;
-      p[E + k] = bv;
-      if (sidx) sidx[k] = bi;
-      if (idx) idx[k] = bi;
-    }
-    __syncwarp();
-    topsum = __fadd_rn(topsum, bv);  // the CPU's order: k = 0, 1, ...
   }
   if (w)
     for (int k = lane; k < K; k += 32) w[k] = renorm ? __fdiv_rn(p[E + k], topsum) : p[E + k];

@@ -164,10 +164,12 @@ bool sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_
 
 // ---- MoE ----
 // Softmax over E router logits, top K (lowest index first on ties), optionally renormalised; a warp
-// per token (fixed reduction order: batch-width invariant).
+// per token (fixed reduction order: batch-width invariant). sorted: the top-k from each lane's sorted
+// entries and warp reductions (E <= 256; the form the routing gate/up launch uses by default,
+// MERE_CUDA_MOE_TOPK), else K rounds of scans and shuffles: the same ids and weights.
 // logits: [T, E]; idx: [T, K] int32; w: [T, K]
 void moe_route(cudaStream_t s, const float* logits, int64_t T, int64_t E, int64_t K, bool renorm, int32_t* idx,
-               float* w);
+               float* w, bool sorted = false);
 // Fused expert FFN (k_moe.cu) for 4/8-bit g64 experts of one width: whether these shapes run on it.
 // gate, up: stacked [E x Ie, H]; down: stacked [E x H, Ie]; sgate, sup: [Is, H]; sdown: [H, Is].
 bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, const DMat& sgate, const DMat& sup,
