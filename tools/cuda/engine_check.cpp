@@ -443,9 +443,8 @@ std::string synth_q4(const Geometry& g, uint64_t seed, const char* name) {
 // The engine loaded with `var` unset (the default) against `var`=`value`: decode, verification and
 // MTP-head logits bitwise, greedy generations equal (switches that must not change a bit), and each
 // engine's MTP generation equal to its own plain one (the exactness contract). `var` is
-// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_NORM,
-// MERE_CUDA_MOE_DOWN_NORM, MERE_CUDA_MOE_DOWN_ROWS, MERE_CUDA_MOE_BLOCK, MERE_CUDA_STEP_NORM, MERE_CUDA_MV_TUNE's table): two loads
-// side by side.
+// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_NORM, MERE_CUDA_MOE_BLOCK,
+// MERE_CUDA_STEP_NORM, MERE_CUDA_MV_TUNE's table): two loads side by side.
 // A derived checkpoint (not under models/) is also held to the CPU reference.
 void env_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
               const char* value, bool cpu_reference = true, const std::string& ids_from = "") {
@@ -671,12 +670,6 @@ int main(int argc, char** argv) {
   guarded("qwen35-moe-tiny norm + router in one launch", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_NORM", "separate");
   });
-  guarded("qwen35-moe-tiny next input norm in the MoE down launch", [&] {
-    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_DOWN_NORM", "separate");
-  });
-  guarded("qwen35-moe-tiny MoE down, a half-warp a row", [&] {
-    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_DOWN_ROWS", "2");
-  });
   guarded("qwen35-moe-tiny MoE block in one launch", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_BLOCK", "on");
   });
@@ -690,7 +683,7 @@ int main(int argc, char** argv) {
   // top-8) and width, the split argmax (the default) against the one-block form over the real
   // vocabulary, and the one-launch GDN middle at the real heads: a random 4-bit checkpoint of the
   // 35B-A3B shapes cut to 4 layers
-  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, norm + router, next norm in down, MoE block, argmax block, GDN block, conv tokens", [&] {
+  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, norm + router, MoE block, argmax block, GDN block, conv tokens", [&] {
     Geometry g = geometry_preset("qwen3.5-35b-a3b");
     g.num_hidden_layers = 4;
     g.layer_types.clear();
@@ -698,8 +691,6 @@ int main(int argc, char** argv) {
     const std::string dir = synth_q4(g, 24, "mere-engine-check-moe-q4");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_ROUTE", "separate", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_NORM", "separate", false, "qwen35-moe-tiny");
-    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_DOWN_NORM", "separate", false, "qwen35-moe-tiny");
-    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_DOWN_ROWS", "2", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_BLOCK", "on", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_ARGMAX", "block", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-moe-tiny");

@@ -62,8 +62,6 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
   moe_route_fused_ = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate"}) != 1;
   moe_norm_fused_ = env_choice("MERE_CUDA_MOE_NORM", {"fused", "separate"}) != 1;
-  moe_down_norm_ = env_choice("MERE_CUDA_MOE_DOWN_NORM", {"fused", "separate"}) != 1;
-  moe_down_rows_ = env_choice("MERE_CUDA_MOE_DOWN_ROWS", {"1", "2"}) == 1 ? 2 : 1;
   step_norm_fused_ = env_choice("MERE_CUDA_STEP_NORM", {"fused", "separate"}) == 0;
   const int conv = env_choice("MERE_CUDA_CONV", {"width", "tokens", "loop"});
   conv_mode_ = conv == 1 ? ConvMode::Tokens : conv == 2 ? ConvMode::Loop : ConvMode::Width;
@@ -170,7 +168,6 @@ void CudaEngine::alloc_scratch() {
     ridx_ = reinterpret_cast<int32_t*>(take(R * K));
     gdn_done_ = reinterpret_cast<unsigned*>(take(std::max<int64_t>(Hv, 1)));
     moe_bar_ = reinterpret_cast<unsigned*>(take(2));
-    moe_tickets_ = reinterpret_cast<unsigned*>(take(R));
     gdn_bar_ = reinterpret_cast<unsigned*>(take(2));
     argmax_ws_ = take(k::argmax_split_floats(V, R));
     if (pass == 0) {
@@ -180,7 +177,6 @@ void CudaEngine::alloc_scratch() {
   }
   dev_.fill_bytes(gdn_done_, 0, static_cast<size_t>(std::max<int64_t>(Hv, 1)) * 4);
   dev_.fill_bytes(moe_bar_, 0, 2 * sizeof(unsigned));
-  dev_.fill_bytes(moe_tickets_, 0, static_cast<size_t>(R) * sizeof(unsigned));
   dev_.fill_bytes(gdn_bar_, 0, 2 * sizeof(unsigned));
   dev_.fill_bytes(argmax_ws_, 0, static_cast<size_t>(k::argmax_split_floats(V, R)) * 4);
 }

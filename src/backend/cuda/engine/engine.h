@@ -93,22 +93,16 @@ class CudaEngine final : public DeviceEngine {
   // st.argmax()[0 .. T) (the logits of every row stay on the device)
   void main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool want_all_logits, bool want_last_logits,
                  bool want_argmax, bool want_row_argmax = false);
-  // next: the layer after L in this pass (null: none), whose input norm + prepare L's MoE down launch
-  // may run (MERE_CUDA_MOE_DOWN_NORM); in_norm_done: L's own input norm ran so (xn_, qws_ hold it).
-  // Returns whether L ran next's input norm.
-  bool decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
-                     const int32_t* pos, int64_t trace_row0, const DLayer* next = nullptr, bool in_norm_done = false);
-  int input_bits(const DLayer& L) const;  // the bit width the input norm prepares for (0: not fused)
+  void decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
+                     const int32_t* pos, int64_t trace_row0);
   // The mixers add their output projection into x and return true when it ran fused (fuse_bits),
   // else leave it in o_ and return false; xn_prepared: qws_ already holds xn prepared for them.
   bool attention_block(const DAttn& a, const float* xn, bool xn_prepared, int64_t T, float* kc, float* vc,
                        const int32_t* pos, float* x);
   bool gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, bool xn_prepared, int64_t T,
                  int64_t trace_row0, float* x);
-  // x += ffn(xn); routed: the router and shared-gate logits are in rlog_ / sg_ already (moe_norm_router);
-  // next (MoE down launch only): the next layer's input norm to run in it. Returns whether it ran.
-  bool ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x, bool routed = false,
-                 const k::MoeDownNext* next = nullptr);
+  // x += ffn(xn); routed: the router and shared-gate logits are in rlog_ / sg_ already (moe_norm_router)
+  void ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x, bool routed = false);
   void linear(const DMat& W, const float* x, int64_t T, float* y);
   // several matrices over the same x: the quantised ones of one bit width share one prepare (and,
   // fused, one launch); prepared: qws_ already holds x prepared
@@ -194,13 +188,6 @@ class CudaEngine final : public DeviceEngine {
   // (k::moe_norm_router, the same bits; s32a H100 35B-A3B decode +6.4%); separate: rms_norm_prep's own
   // launch. Read at load.
   bool moe_norm_fused_ = true;
-  // MERE_CUDA_MOE_DOWN_NORM: unset or fused: the next layer's input RMSNorm + prepare run by the MoE
-  // down launch's last block of each token (k::MoeDownNext, the same bits); separate: its own launch.
-  // Read at load.
-  bool moe_down_norm_ = true;
-  // MERE_CUDA_MOE_DOWN_ROWS=1|2: output rows a warp of the MoE down launch where its rows are at most
-  // 16 chunks (2: a half-warp a row, the same bits). Unset: 1. Read at load.
-  int moe_down_rows_ = 1;
   MatvecShapeTable mv_shapes_;
   // MERE_CUDA_STEP_NORM=fused: with fusion, the GatedDeltaNet decode step and the gated RMSNorm +
   // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or
@@ -252,7 +239,6 @@ class CudaEngine final : public DeviceEngine {
   int32_t* ridx_ = nullptr;
   unsigned* gdn_done_ = nullptr;  // [Hv] head counters of k::gdn_step_norm_prep (zero between launches)
   unsigned* moe_bar_ = nullptr;   // [2] k::moe_block's grid barrier (zeroed once)
-  unsigned* moe_tickets_ = nullptr;  // [kRows] k::moe_down's next-norm tickets (zeroed once, reset by the kernel)
   unsigned* gdn_bar_ = nullptr;   // [2] k::gdn_mid's grid barrier (zeroed once)
   float* argmax_ws_ = nullptr;    // k::argmax's split-form tickets and partials, kRows rows (zeroed once)
   k::ArgmaxWs argmax_ws() const { return argmax_split_ ? k::ArgmaxWs{argmax_ws_, kRows} : k::ArgmaxWs{}; }

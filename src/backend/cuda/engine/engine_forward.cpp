@@ -178,8 +178,7 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
 // warp per token; with MERE_CUDA_MOE_ROUTE=fused inside the gate/up launch), one launch for
 // gate+up+SwiGLU of the K experts and the shared expert, one for down + combine + residual add
 // (k_moe.cu); other formats take the generic gathered matvec.
-bool CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x, bool routed,
-                           const k::MoeDownNext* next) {
+void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x, bool routed) {
   cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size;
   if (!cfg_.is_moe) {
@@ -187,29 +186,29 @@ bool CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
     if (const int db = fuse_bits({&L.mlp.down})) {  // SwiGLU + prepare in one launch, down added to x
       if (kept(kAblPrep)) k::swiglu_prep(s, f1_, f2_, T, L.mlp.gate.rows, db, qws_);
       accumulate_prepared(L.mlp.down, T, x);
-      return false;
+      return;
     }
     k::swiglu(s, f1_, f2_, T * L.mlp.gate.rows);
     linear(L.mlp.down, f1_, T, o_);
     k::add(s, x, o_, T * H);
-    return false;
+    return;
   }
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, Ie = L.experts.gate.rows;
   if (!routed) linear_shared({{&L.router, rlog_}, {&L.shared_gate, sg_}}, xn, T, xn_prepared);
   const bool fused = k::moe_fused_supported(L.experts.gate, L.experts.up, L.experts.down, L.shared.gate,
                                             L.shared.up, L.shared.down, K);
-  if (!kept(kAblMoe)) return false;
+  if (!kept(kAblMoe)) return;
   if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K)) {
     k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
                          ridx_, rw_, xn, T, K, eg_, f1_);
-    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, next, moe_down_rows_);
-    return next != nullptr;
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
+    return;
   }
   k::moe_route(s, rlog_, T, E, K, cfg_.norm_topk_prob, ridx_, rw_);
   if (fused) {
     k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_);
-    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, next, moe_down_rows_);
-    return next != nullptr;
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
+    return;
   }
   k::gemv(s, L.experts.gate, xn, T * K, K, ridx_, eg_);
   k::gemv(s, L.experts.up, xn, T * K, K, ridx_, eu_);
@@ -220,7 +219,6 @@ bool CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
   linear(L.shared.down, f1_, T, sh_);
   k::moe_combine(s, ey_, rw_, sh_, sg_, T, K, H, o_);
   k::add(s, x, o_, T * H);
-  return false;
 }
 
 namespace {
@@ -272,38 +270,29 @@ void CudaEngine::init_gdn_mid() {
 // projections' input, the projections sharing it run as one launch, and the output projections add
 // into x in their epilogue, and the GDN conv runs with the q/k/v/gate preparation (conv_gdn_prepare);
 // MERE_CUDA_FUSE=0 launches the unfused sequence. Same bits either way.
-int CudaEngine::input_bits(const DLayer& L) const {
-  return L.kind == LayerKind::Full ? fuse_bits({&L.attn.q, &L.attn.k, &L.attn.v})
-                                   : fuse_bits({&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a});
-}
-
-bool CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
-                               const int32_t* pos, int64_t trace_row0, const DLayer* next, bool in_norm_done) {
+void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int64_t T, float* kc, float* vc,
+                               const int32_t* pos, int64_t trace_row0) {
   const int64_t H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   cudaStream_t s = dev_.stream();
   const bool full = L.kind == LayerKind::Full;
-  const int in_bits = input_bits(L);
-  MERE_CHECK(!in_norm_done || in_bits, "cuda decoder layer", "an input norm run ahead needs a fused input");
+  const int in_bits = full ? fuse_bits({&L.attn.q, &L.attn.k, &L.attn.v})
+                           : fuse_bits({&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a});
   if (!in_bits) k::rms_norm(s, x, H, L.input_norm, T, H, eps, xn_, H);
-  else if (kept(kAblNorm) && !in_norm_done) k::rms_norm_prep(s, x, nullptr, L.input_norm, T, H, eps, xn_, in_bits, qws_);
+  else if (kept(kAblNorm)) k::rms_norm_prep(s, x, nullptr, L.input_norm, T, H, eps, xn_, in_bits, qws_);
   const bool added = full ? attention_block(L.attn, xn_, in_bits != 0, T, kc, vc, pos, x)
                           : gdn_block(L.gdn, st, L.index, xn_, in_bits != 0, T, trace_row0, x);
   const int ffn_bits = cfg_.is_moe ? fuse_bits({&L.router, &L.shared_gate}) : fuse_bits({&L.mlp.gate, &L.mlp.up});
   if (moe_block_grid_ > 0 && T == 1 && ffn_bits && added) {  // MERE_CUDA_MOE_BLOCK=on: norm to residual, one launch
     k::moe_block(s, moe_block_grid_, moe_block_weights(L), eps, cfg_.num_experts, cfg_.experts_per_tok,
                  cfg_.norm_topk_prob, x, k::MoeBlockScratch{rlog_, sg_, ridx_, rw_, eg_, f1_, moe_bar_});
-    return false;
+    return;
   }
-  // the next layer's input norm in this layer's MoE down launch (its last block of each token)
-  k::MoeDownNext nn{};
-  const int next_bits = next && cfg_.is_moe && moe_down_norm_ && kept(kAblNorm) ? input_bits(*next) : 0;
-  const bool run_next = next_bits && T <= kRows && k::moe_down_next_supported(H, x, next->input_norm, xn_);
-  if (run_next) nn = k::MoeDownNext{next->input_norm, eps, xn_, next_bits, qws_, moe_tickets_};
   if (ffn_bits && cfg_.is_moe && added && moe_norm_fused_ && kept(kAblNorm) && kept(kAblMv) &&
       k::moe_norm_router_supported(L.router, L.shared_gate, x, L.post_norm, xn_)) {  // norm + router, one launch
     k::moe_norm_router(s, x, L.post_norm, eps, L.router, L.shared_gate, T, xn_, rlog_, sg_);
-    return ffn_block(L, xn_, true, T, x, true, run_next ? &nn : nullptr);
+    ffn_block(L, xn_, true, T, x, true);
+    return;
   }
   if (ffn_bits) {
     if (kept(kAblNorm)) k::rms_norm_prep(s, x, added ? nullptr : o_, L.post_norm, T, H, eps, xn_, ffn_bits, qws_);
@@ -312,7 +301,7 @@ bool CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   } else {
     k::add_rms_norm(s, x, o_, L.post_norm, T, H, eps, xn_);  // x += o; xn = rmsnorm(x) * w
   }
-  return ffn_block(L, xn_, ffn_bits != 0, T, x, false, run_next ? &nn : nullptr);
+  ffn_block(L, xn_, ffn_bits != 0, T, x);
 }
 
 void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool want_all, bool last_logits,
@@ -321,12 +310,10 @@ void CudaEngine::main_pass(CudaSeqState& st, int64_t T, int64_t trace_row0, bool
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   cudaStream_t s = dev_.stream();
   k::embed(s, embed_, st.ids(), T, x_);
-  bool norm_done = false;  // the layer's input norm ran in the previous layer's MoE down launch
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const DLayer& L = layers_[i];
+  for (const DLayer& L : layers_) {
     const bool full = L.kind == LayerKind::Full;
-    norm_done = decoder_layer(L, st, x_, T, full ? st.k(L.index) : nullptr, full ? st.v(L.index) : nullptr, st.pos(),
-                              trace_row0, i + 1 < layers_.size() ? &layers_[i + 1] : nullptr, norm_done);
+    decoder_layer(L, st, x_, T, full ? st.k(L.index) : nullptr, full ? st.v(L.index) : nullptr, st.pos(),
+                  trace_row0);
   }
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const int head_bits = (all_logits || T == 1) && (last_logits || want_argmax || all_logits) ? fuse_bits({&lm_head_}) : 0;

@@ -14,10 +14,8 @@
 #include "backend/cuda/env_choice.h"
 #include "backend/cuda/engine/k_math.cuh"
 #include "backend/cuda/engine/k_moe_common.cuh"
-#include "backend/cuda/engine/k_norm.cuh"
 #include "backend/cuda/engine/kernels.h"
 #include "backend/cuda/launch.cuh"
-#include "backend/cuda/qmatvec_prep.cuh"
 
 namespace mere::cuda::k {
 namespace {
@@ -124,81 +122,21 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// The next RMSNorm + prepare, run by the last block of a token's moe_down (MoeDownNext; norm_w null:
-// none): rms_norm_v4's row order (k_norm.cuh), x read back through the L2, y and the prepared layout L
-// written whole by one block (the same bits as rms_norm_prep's cluster: each group's prepare depends on
-// its own values only); tickets[t] counts the token's finished blocks and is reset by the last one.
-struct NextNormArgs {
-  const float* norm_w;
-  float eps;
-  float* y;
-  int bits;
-  prep::Layout L;
-  unsigned* tickets;
-};
-
-constexpr int kNextUnits = 8;  // float4 units of x a thread holds: H <= 8192
-
-__device__ __forceinline__ void next_norm(const float* __restrict__ xrow, int H, int t, const NextNormArgs& nx) {
-  __shared__ bool last;
-  __syncthreads();  // every row of this block is stored
-  if (threadIdx.x == 0) {
-    __threadfence();  // the block's rows, before the ticket that may let the last block read them
-    last = atomicAdd(nx.tickets + t, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const float4* x4 = reinterpret_cast<const float4*>(xrow);
-  const float4* w4 = reinterpret_cast<const float4*>(nx.norm_w);
-  float4* y4 = reinterpret_cast<float4*>(nx.y + static_cast<int64_t>(t) * H);
-  const int n4 = H / 4;
-  float4 v[kNextUnits];
-  float ss = 0.0f;  // load_units_sumsq's order, the other blocks' rows through the L2
-#pragma unroll
-  for (int k = 0; k < kNextUnits; ++k) {
-    const int i = static_cast<int>(threadIdx.x) + k * kNormThreads;
-    if (i < n4) {
-      v[k] = __ldcg(x4 + i);
-      ss = __fmaf_rn(v[k].x, v[k].x, ss);
-      ss = __fmaf_rn(v[k].y, v[k].y, ss);
-      ss = __fmaf_rn(v[k].z, v[k].z, ss);
-      ss = __fmaf_rn(v[k].w, v[k].w, ss);
-    }
-  }
-  const float r = row_inv_rms(ss, H, nx.eps);
-#pragma unroll
-  for (int k = 0; k < kNextUnits; ++k) {
-    const int i = static_cast<int>(threadIdx.x) + k * kNormThreads;
-    if (i < n4) y4[i] = norm_unit(v[k], r, w4[i]);
-  }
-  __syncthreads();  // y is written: the prepare reads it back from the L2
-  const float* yr = nx.y + static_cast<int64_t>(t) * H;
-  if (nx.bits == 4) prep::prepare_block<4>([yr](int c) { return __ldcg(yr + c); }, t, 0, H, nx.L);
-  else prep::prepare_block<8>([yr](int c) { return __ldcg(yr + c); }, t, 0, H, nx.L);
-  if (threadIdx.x == 0) nx.tickets[t] = 0;  // for the next launch (stream order)
-}
-
-// grid (ceil(H / (kWarps * RPW)), T); RPW = 1: a warp an output row i; RPW = 2 (experts' and shared
-// expert's rows of at most 16 chunks): a half-warp a row, the same bits (dot_rows<.., 16>). x in shared:
-// h[t] (K*Ie) then hs[t] (Is). nx.norm_w set (residual only): the token's last block then runs the
-// next RMSNorm + prepare.
-template <int BITS, int RPW>
+// grid (ceil(H / kWarps), T); warp = one output row i. x in shared: h[t] (K*Ie) then hs[t] (Is).
+template <int BITS>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     moe_down_kernel(DMat down, DMat sdown, const int32_t* __restrict__ idx, const float* __restrict__ w,
                     const float* __restrict__ sg, const float* __restrict__ h, const float* __restrict__ hs, int K,
-                    bool residual, float* __restrict__ out, NextNormArgs nx) {
+                    bool residual, float* __restrict__ out) {
   pdl_begin();
   using G = Geo<BITS>;
-  constexpr int kLanes = 32 / RPW;
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
   const int H = static_cast<int>(down.rows), Ie = static_cast<int>(down.cols), Is = static_cast<int>(sdown.cols);
   const int ce = Ie / G::E, cs = Is / G::E, nchunk = K * ce + cs;
   float* xsum = xs + nchunk * G::S;
-  const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & (kLanes - 1);
-  const int row = (static_cast<int>(blockIdx.x) * kWarps + warp) * RPW + (static_cast<int>(threadIdx.x & 31) / kLanes);
-  const int i = min(row, H - 1);
+  const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = min(static_cast<int>(blockIdx.x) * kWarps + warp, H - 1);
   const int32_t* id = idx + t * K;
   QRow rr[kDownGroup];
   uint4 wv[kDownGroup];
@@ -221,20 +159,19 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   for (int g0 = 0; g0 < K; g0 += kDownGroup) {
     if (g0 > 0) setup(g0);
     float d[kDownGroup];
-    dot_rows<BITS, kDownGroup, kLanes>(rr, ce, xs, xsum, wv, d);
+    dot_rows<BITS, kDownGroup>(rr, ce, xs, xsum, wv, d);
 #pragma unroll
     for (int m = 0; m < kDownGroup; ++m)
       if (g0 + m < K) acc = __fmaf_rn(w[t * K + g0 + m], d[m], acc);
   }
   float ds[1];
-  dot_rows<BITS, 1, kLanes>(rs, cs, xs, xsum, ws, ds);
+  dot_rows<BITS, 1>(rs, cs, xs, xsum, ws, ds);
   const float s = sigmoid(sg[t]);
   acc = __fmaf_rn(s, ds[0], acc);
-  if (lane == 0 && row < H) {
+  if (lane == 0 && static_cast<int>(blockIdx.x) * kWarps + warp < H) {
     float* o = out + static_cast<int64_t>(t) * H + i;
     *o = residual ? __fadd_rn(*o, acc) : acc;
   }
-  if (nx.norm_w) next_norm(out + static_cast<int64_t>(t) * H, H, t, nx);
 }
 
 __global__ void moe_combine_kernel(const float* y, const float* w, const float* shared, const float* sg, int K, int H,
@@ -318,33 +255,16 @@ void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const D
   launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r);
 }
 
-bool moe_down_next_supported(int64_t H, const float* x, const float* norm_w, const float* y) {
-  auto al = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
-  return H % 64 == 0 && H <= int64_t{kNextUnits} * 4 * kNormThreads && al(x) && al(norm_w) && al(y);
-}
-
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
-              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out,
-              const MoeDownNext* next, int rows_per_warp) {
-  MERE_CHECK(rows_per_warp == 1 || rows_per_warp == 2, "moe_down", "rows a warp: expected 1 or 2, got ", rows_per_warp);
-  static_assert(kWarps * 32 == kNormThreads, "the last block runs the norm in rms_norm_v4's thread layout");
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out) {
+  dim3 grid(static_cast<unsigned>((down.rows + kWarps - 1) / kWarps), static_cast<unsigned>(T));
   const size_t smem = smem_floats(down.bits, K * down.cols + sdown.cols) * 4;
-  NextNormArgs nx{};
-  if (next) {
-    MERE_CHECK(residual && (next->bits == 4 || next->bits == 8) && next->tickets &&
-                   moe_down_next_supported(down.rows, out, next->norm_w, next->y),
-               "moe_down", "the next norm needs the residual form, 4 or 8 bits, tickets, 16-byte aligned rows and a "
-               "width divisible by 64 up to ", kNextUnits * 4 * kNormThreads, ", got width ", down.rows);
-    nx = NextNormArgs{next->norm_w, next->eps, next->y, next->bits,
-                      prep::producer_layout(next->ws, T, down.rows, next->bits), next->tickets};
-  }
-  const int64_t E = 128 / down.bits;
-  const int rpw = down.cols / E <= 16 && sdown.cols / E <= 16 ? rows_per_warp : 1;
-  const dim3 grid(static_cast<unsigned>((down.rows + kWarps * rpw - 1) / (kWarps * rpw)), static_cast<unsigned>(T));
-  auto fn = down.bits == 4 ? (rpw == 2 ? &moe_down_kernel<4, 2> : &moe_down_kernel<4, 1>)
-                           : (rpw == 2 ? &moe_down_kernel<8, 2> : &moe_down_kernel<8, 1>);
-  launch(down.bits == 4 ? "moe_down_kernel<4>" : "moe_down_kernel<8>", fn, grid, kWarps * 32, smem, s, down, sdown, idx,
-         w, sg, h, hs, static_cast<int>(K), residual, out, nx);
+  if (down.bits == 4)
+    launch("moe_down_kernel<4>", &moe_down_kernel<4>, grid, kWarps * 32, smem, s, down, sdown, idx, w, sg, h, hs,
+           static_cast<int>(K), residual, out);
+  else
+    launch("moe_down_kernel<8>", &moe_down_kernel<8>, grid, kWarps * 32, smem, s, down, sdown, idx, w, sg, h, hs,
+           static_cast<int>(K), residual, out);
 }
 
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,

@@ -240,16 +240,11 @@ __device__ __forceinline__ void load_rows(const QRow (&r)[NR], int j, int nchunk
   }
 }
 
-// LANES = 16 (rows of at most 16 chunks): each half-warp computes its own rows, lane l < 16 of the half
-// taking chunk l, as lane l of a whole warp would; the butterfly adds the absent lanes' +0 first (the
-// xor-16 step of a whole warp, whose lanes 16..31 hold +0: -0 becomes +0 as there), then xor 8..1:
-// bitwise the whole warp's result.
-template <int BITS, int NR, int LANES = 32>
+template <int BITS, int NR>
 __device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const float* xs, const float* xsum,
                                          uint4 (&wv)[NR], float (&out)[NR]) {
-  static_assert(LANES == 32 || LANES == 16, "a warp or a half-warp a row");
   using G = Geo<BITS>;
-  const int lane = threadIdx.x & (LANES - 1);
+  const int lane = threadIdx.x & 31;
   float acc[NR];
 #pragma unroll
   for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
@@ -289,9 +284,8 @@ __device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const 
 #pragma unroll
   for (int i = 0; i < NR; ++i) {
     float v = acc[i];
-    if constexpr (LANES == 16) v = __fadd_rn(v, 0.0f);
 #pragma unroll
-    for (int off = LANES / 2; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+    for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
     out[i] = v;
   }
 }

@@ -185,25 +185,10 @@ bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K);
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
                        int64_t K, float* h, float* hs);
-// The next layer's input RMSNorm + prepare run by moe_down's last block of each token
-// (MERE_CUDA_MOE_DOWN_NORM=fused): y = rmsnorm(out[t]) * norm_w and its prepared input for the next
-// matvec at `bits` into ws, bitwise rms_norm_prep(out, nullptr, norm_w, ...) after moe_down.
-struct MoeDownNext {
-  const float* norm_w;  // [H]
-  float eps;
-  float* y;             // [T, H]
-  int bits;             // 4 or 8
-  float* ws;            // the prepared-input workspace
-  unsigned* tickets;    // [T] zeroed once; each token's last block resets its own
-};
-bool moe_down_next_supported(int64_t H, const float* x, const float* norm_w, const float* y);
 // One launch: y = sum_k w[t,k] down_{idx[t,k]} h[t,k] + sigmoid(sg[t]) sdown hs[t] (in that order);
-// out[t] = residual ? out[t] + y : y; with next (residual only), then the next norm. rows_per_warp 2
-// (where the experts' and the shared expert's rows are at most 16 chunks, else 1): a half-warp a row,
-// the same bits (MERE_CUDA_MOE_DOWN_ROWS).   out: [T, H]
+// out[t] = residual ? out[t] + y : y.   out: [T, H]
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
-              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out,
-              const MoeDownNext* next = nullptr, int rows_per_warp = 1);
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out);
 // out[t] = sum_k w[t,k] y[t,k] + sigmoid(sg[t]) shared[t]   (in that order)
 // y: [T, K, H]; shared: [T, H]; sg: [T]; out: [T, H]
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,
