@@ -10,6 +10,8 @@
 #  3. the bundled MoE model on CUDA (model benchmark, baseline / adaptive, 5 reps) with this session's kernels;
 #  4. on an H200: the receipts' runs (512-token prompt, 5 reps) and the 27B verification w1/4/8/9 (mma);
 #     elsewhere the 27B verification w1/8 with MERE_CUDA_QMATVEC=mma (issue 7's ratio).
+# Ran once (LIMIT=250, H100): bench/cuda/s32/h100-d. Both switches it measures were removed after it
+# (2f83773; the source is in 7b635ae): this tree ignores MERE_CUDA_MOE_DOWN_NORM / _ROWS.
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-480} . tools/cuda/call_prelude.sh
 for ph in moe_route gdn; do
   timeout -k 5 40 $B/mere_cuda_check --only $ph --no-bench >$OUT/cc-$ph.log 2>&1; echo "cuda_check $ph rc=$? $(grep -h 'checks:' $OUT/cc-$ph.log)"
