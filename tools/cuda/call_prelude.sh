@@ -3,7 +3,8 @@
 # packs it into the tool's own $OUT ($R/x.tgz) with `pack` (CARRY names another tarball of the same
 # layout, e.g. mere.run alone when both bundled models must travel), records the GPU, and gives `left N`:
 # true while N more seconds fit in LIMIT (default $LIMIT_DEFAULT, else 540), and `trace_summary JSON LABEL`:
-# the first 16 kernels of a kernel-trace summary (MERE_CUDA_TRACE_OUT) of verification passes.
+# the first 16 kernels of a kernel-trace summary (MERE_CUDA_TRACE_OUT) of verification passes; the
+# summaries and `ab` (an alternating A/B of one switch on mere.run bench) are further down.
 R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf ${CARRY:-build/carry/bin.tar.xz} -C $B
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
 t0=$SECONDS; LIMIT=${LIMIT:-${LIMIT_DEFAULT:-540}}
@@ -58,4 +59,18 @@ for s in d["scenarios"]:
           "acc %.2f" % acc["acceptanceRate"], "len %.2f" % acc["meanAcceptedLength"],
           "captures %s (%.1f ms)" % (caps[0] if caps else "-", cs[0] if cs else 0))
 PY
+}
+# `ab NAME DIR VAR VALUE ROUNDS`: an A/B of one switch on `mere.run bench` (64-token prompt, 128 generated,
+# 3 reps), ROUNDS rounds of the default then VAR=VALUE alternating, each into $OUT/ab-NAME-{default,VALUE}-rR.json
+# with a bench_summary line; stops when 40 s no longer fit (left).
+ab() {
+  local name=$1 dir=$2 var=$3 val=$4 rounds=$5
+  for r in $(seq 1 $rounds); do
+    for v in default $val; do
+      left 40 || return
+      if [ $v = default ]; then e=(); else e=("$var=$v"); fi
+      env "${e[@]}" timeout 60 $B/mere.run bench --model $dir --backend cuda --prompt-tokens 64 --gen-tokens 128 --reps 3 \
+        --json >$OUT/ab-$name-$v-r$r.json 2>$OUT/ab-$name-$v-r$r.err && bench_summary $OUT/ab-$name-$v-r$r.json "$name $var=$v r$r"
+    done
+  done
 }

@@ -7,6 +7,8 @@
 #  2. 35B-A3B decode: norm + router in one launch (default) vs MERE_CUDA_MOE_NORM=separate, alternating;
 #  3. 27B decode: the producers writing the integer part only with 4 lanes a group and small blocks
 #     (default) vs MERE_CUDA_PREP_PARTS=all (every part, 8 lanes) vs MERE_CUDA_PREP_THREADS=256.
+# Ran once (LIMIT=500, H100): bench/cuda/s32/h100-b, with 64-thread producer blocks as that tree's default;
+# they measured the same as 256 and were removed with their switch (this tree ignores MERE_CUDA_PREP_THREADS).
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-480} . tools/cuda/call_prelude.sh
 timeout -k 5 40 $B/mere_cuda_check --only gdn --no-bench >$OUT/cc-gdn.log 2>&1; echo "cuda_check gdn rc=$?"
 grep -hE "checks:|FAIL|producer" $OUT/cc-gdn.log | head -12
@@ -16,17 +18,6 @@ for sec in qwen35-moe-tiny "35b-a3b geometry" "0.8b geometry"; do
   timeout -k 5 150 $B/mere_engine_check . "$sec" >$f 2>&1
   echo "engine_check '$sec' rc=$? $((SECONDS-t0))s"; grep -E "FAIL|engine_check:|MOE_NORM" $f | cut -c1-200 | head -8
 done; pack
-ab() {  # name dir var value rounds
-  local name=$1 dir=$2 var=$3 val=$4 rounds=$5
-  for r in $(seq 1 $rounds); do
-    for v in default $val; do
-      left 40 || return
-      if [ $v = default ]; then e=(); else e=("$var=$v"); fi
-      env "${e[@]}" timeout 60 $B/mere.run bench --model $dir --backend cuda --prompt-tokens 64 --gen-tokens 128 --reps 3 \
-        --json >$OUT/ab-$name-$v-r$r.json 2>$OUT/ab-$name-$v-r$r.err && bench_summary $OUT/ab-$name-$v-r$r.json "$name $var=$v r$r"
-    done
-  done
-}
 D35=/tmp/synth-35b; t1=$SECONDS
 $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet; echo "synth 35b $((SECONDS-t1)) s"
 ab 35b $D35 MERE_CUDA_MOE_NORM separate 2; rm -rf $D35; pack

@@ -23,17 +23,6 @@ for sec in qwen35-moe-tiny "35b-a3b geometry"; do
   timeout -k 5 150 $B/mere_engine_check . "$sec" >$f 2>&1
   echo "engine_check '$sec' rc=$? $((SECONDS-t0))s"; grep -E "FAIL|engine_check:|DOWN_(NORM|ROWS).*bitwise" $f | cut -c1-200 | head -8
 done; pack
-ab() {  # name dir var value rounds
-  local name=$1 dir=$2 var=$3 val=$4 rounds=$5
-  for r in $(seq 1 $rounds); do
-    for v in default $val; do
-      left 40 || return
-      if [ $v = default ]; then e=(); else e=("$var=$v"); fi
-      env "${e[@]}" timeout 60 $B/mere.run bench --model $dir --backend cuda --prompt-tokens 64 --gen-tokens 128 --reps 3 \
-        --json >$OUT/ab-$name-$v-r$r.json 2>$OUT/ab-$name-$v-r$r.err && bench_summary $OUT/ab-$name-$v-r$r.json "$name $var=$v r$r"
-    done
-  done
-}
 D35=/tmp/synth-35b
 $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
 ab 35b $D35 MERE_CUDA_MOE_DOWN_NORM separate 2; pack

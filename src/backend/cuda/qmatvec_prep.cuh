@@ -194,8 +194,9 @@ __device__ __forceinline__ void gm_emit(const float (&v)[16], float gmax, float 
 }
 
 // 4-bit: one lane slot (0..7: slot = 4*lo + quarter q) of the 8 consecutive lanes that prepare
-// group G of row t; v = the 16 columns 16q .. 16q+15 of the group. All 32 lanes of the warp must
-// call it together (shuffles inside 8-lane sets); lanes with valid = false write nothing. Writes the
+// group G of row t (4 lanes, slots 0..3, where L.parts has no fragments: q4_group_lanes); v = the 16
+// columns 16q .. 16q+15 of the group. All 32 lanes of the warp must call it together (shuffles inside
+// 4-lane sets); lanes with valid = false write nothing. Writes the
 // parts of L.parts (warp-uniform): the slot's B-fragment words and the group's {sum, 2^-s} (slot 0)
 // (kPartFrag); for slots 0..3, the SIMT layout of its 16 columns and (even q) the 32-column chunk sum
 // (kPartSimt), the integer layout (kPartInt), the group-integer layout (kPartGm). Each part's bits do
