@@ -58,11 +58,6 @@ __device__ __forceinline__ void pair_rows(const DMat& g, const DMat& u, int64_t 
   }
 }
 
-// Asks the L2 for the chunks a lane reads of a row (j = lane, lane + 32, ...; no registers held).
-__device__ __forceinline__ void prefetch_row(const uint4* codes, int lane, int nchunk) {
-  for (int j = lane; j < nchunk; j += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(codes + j));
-}
-
 // silu(gate) * up of the pair's rows r0 + lane (lanes < kUpRows), as moe_gate_up stores them.
 __device__ __forceinline__ void store_pair(const float (&d)[2 * kUpRows], int r0, int rows, float* out) {
   const int lane = threadIdx.x & 31;

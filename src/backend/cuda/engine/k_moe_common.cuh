@@ -240,6 +240,12 @@ __device__ __forceinline__ void load_rows(const QRow (&r)[NR], int j, int nchunk
   }
 }
 
+// Asks the L2 for the chunks j = first, first + 32, ... of a row (first = lane: the lane's chunks;
+// lane + 32: those after the first set, which load_rows holds in registers); no registers held.
+__device__ __forceinline__ void prefetch_row(const uint4* codes, int first, int nchunk) {
+  for (int j = first; j < nchunk; j += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(codes + j));
+}
+
 template <int BITS, int NR>
 __device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const float* xs, const float* xsum,
                                          uint4 (&wv)[NR], float (&out)[NR]) {

@@ -35,11 +35,6 @@ struct NormRouterArgs {
   float* sg;                 // [T]
 };
 
-// Asks the L2 for the chunks a lane reads of a row after its first (j = lane + 32, ...).
-__device__ __forceinline__ void prefetch_rest(const uint4* codes, int lane, int nchunk) {
-  for (int j = lane + 32; j < nchunk; j += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(codes + j));
-}
-
 // grid (ceil((E + 1) / kRouterWarps), T); warp w of block b: row b * kRouterWarps + w (< E: router,
 // == E: the shared gate).
 template <int RB>
@@ -58,7 +53,7 @@ __global__ void __launch_bounds__(kRouterThreads) moe_norm_router_kernel(const _
   uint4 wv[1];
   if (active) {  // weights only, before the wait
     load_rows<RB, 1>(rq, lane, nrc, wv);
-    prefetch_rest(rq[0].codes, lane, nrc);
+    prefetch_row(rq[0].codes, lane + 32, nrc);  // the rest of the row
   }
   pdl_begin();
 
