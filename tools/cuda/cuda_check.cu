@@ -606,6 +606,84 @@ void check_producer_parts(CudaDevice& dev) {
     }
 }
 
+// The 4-bit launch that computes its input norm itself (qmatvec_norm_multi, the engine's input norms
+// at T = 1) against k::rms_norm_prep + qmatvec_multi on the prepared workspace: every row bitwise (NaN
+// as NaN), for every register shape and the default, three matrices in one launch (one accumulating),
+// at the 27B / 35B-A3B / 0.8B widths, a partial last span (2112 = 66 chunks) and one group; x uniform,
+// groups scaled by 10^-20..10^20 with zero and subnormal groups, an all-zero row, a NaN.
+void check_norm_matvec(CudaDevice& dev) {
+  const int64_t heights[] = {1000, 48, 33};
+  int ci = 0;
+  for (const int64_t cols : {5120, 2048, 2112, 1024, 64}) {
+    std::vector<HostQ> hq;
+    std::vector<DevQ> dq;
+    for (int i = 0; i < 3; ++i) hq.push_back(random_q(heights[i], cols, 4, 950 + 10 * ci + i));
+    for (int i = 0; i < 3; ++i) dq.push_back(upload_q(dev, hq[i]));
+    const auto w = random_vec(static_cast<size_t>(cols), 990 + ci, 0.5f, 1.5f);
+    const auto wide = matvec_x(3, cols, 1000 + ci, true);  // row 2 all zero
+    std::vector<std::vector<float>> xs = {random_vec(static_cast<size_t>(cols), 1010 + ci, -3.0f, 3.0f),
+                                          std::vector<float>(wide.begin(), wide.begin() + cols),
+                                          std::vector<float>(wide.begin() + 2 * cols, wide.end())};
+    xs.push_back(xs[0]);
+    xs.back()[static_cast<size_t>(cols / 3)] = std::nanf("");
+    const std::vector<float> y0 = random_vec(static_cast<size_t>(heights[2]), 1020 + ci);  // accumulator start
+    DeviceBuffer dw = to_device(dev, w, "norm w");
+    const size_t wsf = static_cast<size_t>(qmatvec_workspace_floats(1, cols, 4));
+    DeviceBuffer ws = dev.alloc(wsf * 4, "workspace"), yn = dev.alloc(static_cast<size_t>(cols) * 4, "y");
+    std::vector<DeviceBuffer> dy;
+    for (int i = 0; i < 3; ++i) dy.push_back(dev.alloc(static_cast<size_t>(heights[i]) * 4, "out"));
+    QMatvecOut outs[3];
+    for (int i = 0; i < 3; ++i) outs[i] = QMatvecOut{dq[i].view, dy[i].as<float>(), i == 2};
+    auto run = [&]() {
+      std::vector<float> all;
+      for (int i = 0; i < 3; ++i) {
+        const auto v = from_device<float>(dev, dy[i], static_cast<size_t>(heights[i]));
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      return all;
+    };
+    auto reset = [&] {
+      for (int i = 0; i < 2; ++i) poison(dev, dy[i]);
+      MERE_CUDA_CHECK(cudaMemcpy(dy[2].get(), y0.data(), static_cast<size_t>(heights[2]) * 4, cudaMemcpyHostToDevice));
+    };
+    int64_t bad = 0, calls = 0;
+    std::string first;
+    for (size_t xi = 0; xi < xs.size(); ++xi) {
+      DeviceBuffer dx = to_device(dev, xs[xi], "norm x");
+      const QNormInput in{dx.as<float>(), dw.as<float>(), 1e-6f};
+      if (!qmatvec_norm_supported(outs, 3, in)) {
+        record_bool("qmatvec_norm [cols=" + std::to_string(cols) + "]", true, "not taken under this MERE_CUDA_QMATVEC");
+        break;
+      }
+      reset();
+      k::rms_norm_prep(dev.stream(), dx.as<float>(), nullptr, dw.as<float>(), 1, cols, 1e-6f, yn.as<float>(), 4,
+                       ws.as<float>());
+      qmatvec_multi(dev, outs, 3, ws.as<float>(), 1, QMatvecConfig{});
+      const std::vector<float> want = run();
+      std::vector<QMatvecConfig> cfgs = {QMatvecConfig{}};
+      for (const QMatvecConfig& c : kIntConfigs)
+        if (c.integer == 1 && qmatvec_config_available(4, 1, c)) cfgs.push_back(c);
+      for (const QMatvecConfig& c : cfgs) {
+        reset();
+        qmatvec_norm_multi(dev, outs, 3, in, c);
+        const std::vector<float> got = run();
+        ++calls;
+        for (size_t i = 0; i < got.size(); ++i)
+          if (std::memcmp(&got[i], &want[i], 4) != 0 && !(std::isnan(got[i]) && std::isnan(want[i]))) {
+            if (bad++ == 0)
+              first = cfg_name(c) + " x" + std::to_string(xi) + " out " + std::to_string(i) + ": " +
+                      std::to_string(got[i]) + " vs " + std::to_string(want[i]);
+            break;
+          }
+      }
+    }
+    if (calls > 0)
+      record_bool("qmatvec_norm [cols=" + std::to_string(cols) + "] 3 matrices (one accumulating) vs rms_norm_prep + qmatvec_multi, every register shape, bitwise",
+                  bad == 0, std::to_string(calls) + " launches, " + std::to_string(bad) + " differ" + (bad ? ", first " + first : std::string()));
+    ++ci;
+  }
+}
+
 // ---------------------------------------------------------------- gated delta net
 void l2n_rows(std::vector<float>& v, int64_t rows, int64_t d, float mul) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -1473,6 +1551,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     };
     phase("rms_norm", [&] { check_rms_norm(dev); });
+    phase("norm_mv", [&] { check_norm_matvec(dev); });
     phase("gdn", [&] { check_gdn(dev); });
     phase("attention", [&] { check_attention(dev, quick); });
     phase("argmax", [&] { check_argmax(dev); });

@@ -137,6 +137,23 @@ struct QMatvecOut {
 // Up to kMaxMultiMatrices matrices of the same bits and width over one prepared x in one launch
 // (SIMT; tensor cores: one launch each, no accumulate). Every row is bitwise what qmatvec gives it.
 void qmatvec_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T, QMatvecConfig cfg = {});
+// The input of a one-token 4-bit launch computed by the launch itself (qmatvec_norm_multi): the
+// matrices read y = rmsnorm(x) * w, x and w [cols] f32 (device, 16-byte aligned), as k::rms_norm_prep
+// computes and prepares it (docs/cuda-kernels.md §5.19).
+struct QNormInput {
+  const float* x = nullptr;
+  const float* w = nullptr;
+  float eps = 0.0f;
+};
+// Whether qmatvec_norm_multi takes this launch: 4-bit MLX-layout matrices, T = 1, the process's 4-bit
+// kernel the integer contract (MERE_CUDA_QMATVEC unset, int, int-reg or int-pipe), cols a multiple of
+// 64 up to 8192, x and w 16-byte aligned.
+bool qmatvec_norm_supported(const QMatvecOut* outs, int n, const QNormInput& in);
+// qmatvec_multi for one token whose prepared input each block of the launch computes from `in` into
+// shared memory (no workspace is read or written): every row bitwise k::rms_norm_prep followed by
+// qmatvec_multi. cfg: a register shape of the integer kernel (cfg.integer 1); any other (or {}) runs
+// the default register shape. A launch qmatvec_norm_supported refuses is a mere::Error.
+void qmatvec_norm_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const QNormInput& in, QMatvecConfig cfg = {});
 // Whether the default kernel for `bits` is the tensor-core one (MERE_CUDA_QMATVEC=tc, 4-bit).
 // (The fused producers of the engine write every layout; only the tensor-core kernel's B fragments
 // are not written by them yet.)

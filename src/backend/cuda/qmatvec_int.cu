@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_norm.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
 #include "backend/cuda/qmatvec_int.cuh"
@@ -40,6 +41,47 @@ using qm::bf16_to_f32;
 using qm::ld_stream;
 using qm::word_of;
 
+// The one-token input of a NORM launch, computed by every block into xsm: y = rmsnorm(x) * w as
+// k::rms_norm_prep computes it (1 / rms in rms_norm_v4's sum order, the block's 128 threads standing
+// for its 256: k_norm.cuh row_inv_rms_folded; each y = (x * r) * w rounded twice), then the integer
+// layout of y as the producer's prepare writes it (prep::int_emit on the two 16-column halves of a
+// chunk in adjacent lanes, half_chunk_stats for the chunk's sum and max), for token 0 of a workspace
+// whose digits are xsm[0 .. spans*192) and {2^-e, sum} the chunks after them. Ends with a barrier.
+__device__ __forceinline__ void norm_to_smem(const QNormInput& in, int cols, int spans, uint4* xsm) {
+  constexpr int kThreads = kWarps * 32;
+  static_assert(2 * kThreads == k::kNormThreads, "two layout threads a thread");
+  const float4* x4 = reinterpret_cast<const float4*>(in.x);
+  const float4* w4 = reinterpret_cast<const float4*>(in.w);
+  const int n4 = cols / 4;
+  float ss[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int k = 0; k < 2; ++k)  // layout thread threadIdx.x + k * 128: units j, j + 256, ... in order
+    for (int i = static_cast<int>(threadIdx.x) + k * kThreads; i < n4; i += k::kNormThreads)
+      ss[k] = k::unit_sumsq(x4[i], ss[k]);
+  const float r = k::row_inv_rms_folded<2>(ss, cols, in.eps);
+  prep::Layout L;
+  L.dg = xsm;
+  L.dsx = reinterpret_cast<float2*>(xsm + static_cast<size_t>(spans) * 6 * 32);
+  L.spans = spans;
+  L.cols = cols;
+  L.T = 1;
+  const int halves = cols / 16;  // item i: chunk i / 2, columns 16 i .. 16 i + 15
+  for (int base = 0; base < halves; base += kThreads) {  // block-uniform trip count
+    const int i = base + static_cast<int>(threadIdx.x);
+    const bool valid = i < halves;  // pairs of lanes alike (halves and base are even)
+    float v[16];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float4 o = valid ? k::norm_unit(x4[4 * i + q], r, w4[4 * i + q]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      v[4 * q] = o.x, v[4 * q + 1] = o.y, v[4 * q + 2] = o.z, v[4 * q + 3] = o.w;
+    }
+    float cs, cmax;
+    prep::half_chunk_stats(v, &cs, &cmax);
+    if (valid) prep::int_emit(v, cmax, cs, 0, i >> 1, i & 1, L);
+  }
+  __syncthreads();
+}
+
 // y[t, row] for T tokens. A warp owns the flat rows [rb, re) and computes them in `nb` batches (the
 // same count for every warp of the launch, so all warps finish together; a batch holds at most R
 // rows, cut again at matrix boundaries); lane l takes chunks l, l+32, ... of each row, U chunks a
@@ -51,10 +93,14 @@ using qm::word_of;
 // asked for right after chunk i's use, in two register sets used alternately (no moves of in-flight
 // loads: v9 notes), where the loop below issues a chunk set, waits for it, computes, and only then
 // issues the next.
-template <int T, int R, int U, int MINB, bool DB = false>
+// NORM (T = 1; qmatvec_norm_multi): each block computes the input itself, after the wait, into shared
+// memory (norm_to_smem: the digits and chunk factors of rms_norm_prep's workspace, bitwise), and the
+// loop reads x from there; dg / dsx are unused.
+template <int T, int R, int U, int MINB, bool DB = false, bool NORM = false>
 __global__ void __launch_bounds__(kWarps * 32, MINB)
     qmatvec_int_kernel(const IntArgs args, const uint4* __restrict__ dg, const float2* __restrict__ dsx, int cols,
-                       int spans, int nb, int prefetch) {
+                       int spans, int nb, int prefetch, const QNormInput norm) {
+  static_assert(!NORM || T == 1, "the input norm inside the launch is a one-token form");
   const int nchunk = cols >> 5, ngroups = cols >> 6;
   const int lane = threadIdx.x & 31;
   const int gw = blockIdx.x * kWarps + static_cast<int>(threadIdx.x >> 5);
@@ -63,6 +109,14 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   qi::warp_rows(args, gw, W, &rb, &re);
   qi::prefetch_first_rows<R>(args, rb, re, cols, prefetch);  // weights only: before the wait
   pdl_begin();
+  extern __shared__ uint4 xsm[];  // NORM: [spans][6][32] digit units, then {2^-e, sum} a chunk
+  const uint4* xg = dg;
+  const float2* ig = dsx;
+  if constexpr (NORM) {
+    norm_to_smem(norm, cols, spans, xsm);
+    xg = xsm;
+    ig = reinterpret_cast<const float2*>(xsm + static_cast<size_t>(spans) * 6 * 32);
+  }
   const int rows_w = re - rb;
   const int nl = (nchunk - lane + 31) >> 5;                    // chunks of this lane in a row
   const size_t tstride = static_cast<size_t>(spans) * 6 * 32;  // uint4 of one token's digits
@@ -82,8 +136,8 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
         sp[r] = M.scales + static_cast<size_t>(rr) * ngroups + (lane >> 1);
       }
       const ptrdiff_t bdelta = M.biases - M.scales;
-      const uint4* xp = dg + lane;
-      const float2* ip = dsx + lane;
+      const uint4* xp = xg + lane;
+      const float2* ip = ig + lane;
       float acc[R][T];
 #pragma unroll
       for (int r = 0; r < R; ++r)
@@ -105,7 +159,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
             bi[r] = bf16_to_f32(__ldg(sp[r] + 16 * i + bdelta));
             qi::split_nibbles(w[r], lo[r], hi[r]);
           }
-          qi::chunk_step<T, R>(lo, hi, sc, bi, xp + 192 * i, tstride, ip + 32 * i, nchunk, acc);
+          qi::chunk_step<T, R, NORM>(lo, hi, sc, bi, xp + 192 * i, tstride, ip + 32 * i, nchunk, acc);
         };
         uint4 wa[R], wb[R];
         load(wa, 0);
@@ -142,8 +196,8 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
               const uint4* xt = xp + 192 * u + t * tstride;
               uint4 d[6];
 #pragma unroll
-              for (int e = 0; e < 6; ++e) d[e] = __ldg(xt + 32 * e);
-              const float2 ci = __ldg(ip + 32 * u + static_cast<size_t>(t) * nchunk);
+              for (int e = 0; e < 6; ++e) d[e] = qi::ldx<NORM>(xt + 32 * e);
+              const float2 ci = qi::ldx<NORM>(ip + 32 * u + static_cast<size_t>(t) * nchunk);
 #pragma unroll
               for (int r = 0; r < R; ++r) {
                 const int S = qi::chunk_dot(lo[r], hi[r], d);
@@ -177,24 +231,26 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   }
 }
 
-using IntFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int, int);
+using IntFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int, int, QNormInput);
 
 struct IntVariant {
   int R, U, t_lo, t_hi;
   bool db;  // the double-buffered loop (qmatvec_int_kernel DB, U = 1)
   IntFn fns[kMaxSkinnyRows];
+  IntFn norm_fn;  // T = 1 with the input norm inside (NORM)
 };
 
 template <int R, int U, int TLO, int THI, int MINB>
 IntVariant make_int() {
-  IntVariant v{R, U, TLO, THI, false, {}};
+  static_assert(TLO == 1, "every variant has its one-token NORM form");
+  IntVariant v{R, U, TLO, THI, false, {}, &qmatvec_int_kernel<1, R, U, MINB, false, true>};
   qm::fill_by_T<TLO, THI>(v.fns, [](auto t) { return &qmatvec_int_kernel<decltype(t)::value, R, U, MINB>; });
   return v;
 }
 
 template <int R, int MINB>
 IntVariant make_int_db() {  // T = 1 only: the decode step's launches (the tuner's candidates)
-  IntVariant v{R, 1, 1, 1, true, {}};
+  IntVariant v{R, 1, 1, 1, true, {}, &qmatvec_int_kernel<1, R, 1, MINB, true, true>};
   qm::fill_by_T<1, 1>(v.fns, [](auto t) { return &qmatvec_int_kernel<decltype(t)::value, R, 1, MINB, true>; });
   return v;
 }
@@ -366,7 +422,59 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
   const int64_t warps = blocks * kWarps;
   const int prefetch = static_cast<int>(std::min<int64_t>(q4int_prefetch_bytes() / warps, int64_t{1} << 30));
   launch("qmatvec_int_kernel", fn, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), 0, s, args, L.dg, L.dsx,
-         static_cast<int>(cols), L.spans, nb, prefetch);
+         static_cast<int>(cols), L.spans, nb, prefetch, QNormInput{});
+}
+
+size_t q4int_norm_smem(int64_t cols) {
+  return static_cast<size_t>(prep::int_spans(cols)) * 6 * 32 * sizeof(uint4) + static_cast<size_t>(cols / 32) * sizeof(float2);
+}
+
+void q4int_norm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const QNormInput& in, int64_t cols,
+                       const QMatvecConfig& cfg, int sms) {
+  MERE_CHECK(cols % 64 == 0 && cols <= kNormMaxCols && q4int_norm_smem(cols) <= 48 * 1024, "qmatvec_norm",
+             "the input norm inside the launch takes widths that are multiples of 64 up to ", kNormMaxCols, ", got ", cols);
+  IntArgs args{};
+  args.n = n;
+  int64_t end = 0;
+  for (int i = 0; i < n; ++i) {
+    const QWeightView& W = outs[i].W;
+    end += W.rows;
+    args.m[i] = qi::IntMat{reinterpret_cast<const uint4*>(W.codes), W.scales, W.biases, outs[i].y,
+                           static_cast<int>(W.rows), static_cast<int>(end), outs[i].accumulate ? 1 : 0};
+  }
+  args.total = static_cast<int>(end);
+  // a register shape (the fit picks R per launch as q4int_launch does); else the default register shape
+  QMatvecConfig c = cfg;
+  if (c.integer != 1 || !q4int_available(1, c)) c = q4int_default(1, IntImpl::Register);
+  int index = 0;
+  const IntVariant* v = nullptr;
+  if (c.rows_per_warp == kIntFitRows) {
+    // the fit's rule on the plain kernels' grids (the NORM grid differs only where shared memory
+    // lowers the occupancy); the same bits whatever R
+    int64_t best = 0;
+    for (int R : {4, 3, 2}) {
+      int i = 0, cnb = 0;
+      const IntVariant* cv = find_int(1, R, 1, &i);
+      if (cv == nullptr) continue;
+      const int64_t cblocks = int_grid(i, cv, 1, end, sms, &cnb);
+      const int64_t slots = static_cast<int64_t>(cnb) * R * cblocks * kWarps;
+      if (v == nullptr || slots < best) v = cv, index = i, best = slots;
+    }
+  } else {
+    v = find_int(1, c.rows_per_warp, c.unroll, &index, c.stages == kIntDoubleBuffer);
+  }
+  MERE_CHECK(v != nullptr, "qmatvec_norm", "no compiled integer kernel for rows_per_warp=", c.rows_per_warp,
+             " unroll=", c.unroll);
+  const size_t smem = q4int_norm_smem(cols);
+  const int spans = static_cast<int>(prep::int_spans(cols));
+  static qm::OccupancyCache<kIntVariants, kNormMaxCols / 1024> occ;  // slot: spans (whole 32-chunk spans)
+  const int resident = std::max(1, occ.get(index, spans, v->norm_fn, kWarps * 32, smem));
+  int nb = 0;
+  const int64_t blocks = qi::ring_grid(resident, sms, v->R, end, &nb);
+  const int prefetch = static_cast<int>(std::min<int64_t>(q4int_prefetch_bytes() / (blocks * kWarps), int64_t{1} << 30));
+  launch("qmatvec_int_kernel (input norm)", v->norm_fn, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), smem,
+         s, args, static_cast<const uint4*>(nullptr), static_cast<const float2*>(nullptr), static_cast<int>(cols), spans,
+         nb, prefetch, in);
 }
 
 }  // namespace mere::cuda::detail

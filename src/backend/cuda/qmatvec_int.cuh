@@ -149,11 +149,19 @@ __device__ __forceinline__ void split_nibbles(const uint4& w, uint32_t (&lo)[4],
 }
 
 
+// A load of the prepared x: from the read-only global path, or (SMEM: a launch that computed its own
+// input into shared memory, qmatvec_norm_multi) a plain load of the shared copy.
+template <bool SMEM, class V>
+__device__ __forceinline__ V ldx(const V* p) {
+  if constexpr (SMEM) return *p;
+  else return __ldg(p);
+}
+
 // One iteration of a streamed kernel (the cp.async ring) for R rows and T tokens, once the lane's code
 // words are split (lo/hi) and its group's scale and bias are in sc/bi: the register kernel's chunk
 // arithmetic, acc[r][t] = fma(sc, fl(V) * 2^-e, fma(bi, sum x, acc)). xt0 = dg + 192 i + lane (this
-// iteration's digits of token 0), cj = dsx + j (the chunk's {2^-e, sum} of token 0).
-template <int T, int R>
+// iteration's digits of token 0), cj = dsx + j (the chunk's {2^-e, sum} of token 0); SX: x in shared memory.
+template <int T, int R, bool SX = false>
 __device__ __forceinline__ void chunk_step(const uint32_t (&lo)[R][4], const uint32_t (&hi)[R][4], const float (&sc)[R],
                                            const float (&bi)[R], const uint4* __restrict__ xt0, size_t tstride,
                                            const float2* __restrict__ cj, int nchunk, float (&acc)[R][T]) {
@@ -162,8 +170,8 @@ __device__ __forceinline__ void chunk_step(const uint32_t (&lo)[R][4], const uin
     const uint4* xt = xt0 + t * tstride;
     uint4 d[6];
 #pragma unroll
-    for (int e = 0; e < 6; ++e) d[e] = __ldg(xt + 32 * e);
-    const float2 ci = __ldg(cj + static_cast<size_t>(t) * nchunk);
+    for (int e = 0; e < 6; ++e) d[e] = ldx<SX>(xt + 32 * e);
+    const float2 ci = ldx<SX>(cj + static_cast<size_t>(t) * nchunk);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float qx = __fmul_rn(__int2float_rn(chunk_dot(lo[r], hi[r], d)), ci.x);

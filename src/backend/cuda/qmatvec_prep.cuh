@@ -193,6 +193,22 @@ __device__ __forceinline__ void gm_emit(const float (&v)[16], float gmax, float 
   if (q == 0) L.gsx2[static_cast<size_t>(G) * L.T + t] = make_float2(inv, gsum);
 }
 
+// The 32-column chunk's sum and max |x| from its two halves in lanes l and l ^ 1 (v = this lane's 16
+// columns): the halves' sums in column order, added (the same bits in both lanes); the max
+// NaN-propagating (fmaxf drops NaN). Both lanes must call it (shuffles).
+__device__ __forceinline__ void half_chunk_stats(const float (&v)[16], float* cs, float* cmax) {
+  constexpr uint32_t kFull = 0xffffffffu;
+  float qs = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) qs = __fadd_rn(qs, v[i]);
+  *cs = __fadd_rn(qs, __shfl_xor_sync(kFull, qs, 1));
+  float m16 = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) m16 = fabsf(v[i]) > m16 || v[i] != v[i] ? fabsf(v[i]) : m16;
+  const float m32o = __shfl_xor_sync(kFull, m16, 1);
+  *cmax = m32o > m16 || m32o != m32o ? m32o : m16;
+}
+
 // 4-bit: one lane slot (0..7: slot = 4*lo + quarter q) of the 8 consecutive lanes that prepare
 // group G of row t (4 lanes, slots 0..3, where L.parts has no fragments: q4_group_lanes); v = the 16
 // columns 16q .. 16q+15 of the group. All 32 lanes of the warp must call it together (shuffles inside
@@ -217,17 +233,9 @@ __device__ __forceinline__ void q4_emit(const float (&v)[16], int t, int G, int 
       s = min(max(15 - ex, -125), 125);
     }
   }
-  // sums of the original x: quarter in column order, chunk = q0+q1 / q2+q3, group = chunk01 + chunk23
-  float qs = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) qs = __fadd_rn(qs, v[i]);
-  const float cs = __fadd_rn(qs, __shfl_xor_sync(kFull, qs, 1));
-  const float gs = __fadd_rn(cs, __shfl_xor_sync(kFull, cs, 2));
-  float m16 = 0.0f;  // this lane's max |x|, NaN-propagating (fmaxf drops NaN)
-#pragma unroll
-  for (int i = 0; i < 16; ++i) m16 = fabsf(v[i]) > m16 || v[i] != v[i] ? fabsf(v[i]) : m16;
-  const float m32o = __shfl_xor_sync(kFull, m16, 1);
-  const float cmax = m32o > m16 || m32o != m32o ? m32o : m16;  // the 32-column chunk's max |x| (or NaN)
+  float cs, cmax;
+  half_chunk_stats(v, &cs, &cmax);
+  const float gs = __fadd_rn(cs, __shfl_xor_sync(kFull, cs, 2));  // group = chunk01 + chunk23
   const float m64o = __shfl_xor_sync(kFull, cmax, 2);
   const float gmax = m64o > cmax || m64o != m64o ? m64o : cmax;  // the group's max |x| (or NaN)
   if (!valid) return;

@@ -133,6 +133,11 @@ QMatvecConfig MatvecShapeTable::get(const QMatvecOut* outs, int n, int64_t T) co
   return r ? r->cfg : QMatvecConfig{};
 }
 
+QMatvecConfig MatvecShapeTable::get_register(const QMatvecOut* outs, int n, int64_t T) const {
+  const MatvecTuneRecord* r = n >= 1 ? find(outs, n, T) : nullptr;
+  return r ? r->register_cfg : QMatvecConfig{};
+}
+
 void MatvecShapeTable::tune(CudaDevice& dev, const QMatvecOut* outs, int n, int sets, const float* ws, int64_t T) {
   MERE_CHECK(n >= 1 && n <= kMaxMultiMatrices, "matvec tuning", "matrix count out of range: ", n);
   MERE_CHECK(sets >= 1, "matvec tuning", "launch set count out of range: ", sets);
@@ -166,10 +171,14 @@ void MatvecShapeTable::tune(CudaDevice& dev, const QMatvecOut* outs, int n, int 
   rec.chosen = "default (" + matvec_shape_name(def) + ")";
   rec.chosen_us = rec.default_us;
   double best = rec.default_us * kMargin;
+  // the register kernel's best on its own: the default when it is one, else the first register shape
+  double best_reg = def.integer == 1 ? rec.default_us * kMargin : 0;
+  bool have_reg = def.integer == 1;
   for (size_t c = 0; c < cands.size(); ++c) {
     const double m = median(us[c + 1]);
     rec.tried.emplace_back(matvec_shape_name(cands[c]), m);
     if (m < best) best = m, rec.cfg = cands[c], rec.chosen = matvec_shape_name(cands[c]), rec.chosen_us = m;
+    if (cands[c].integer == 1 && (!have_reg || m < best_reg)) best_reg = m, rec.register_cfg = cands[c], have_reg = true;
   }
   records_.push_back(std::move(rec));
 }

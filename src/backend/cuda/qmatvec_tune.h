@@ -33,6 +33,9 @@ struct MatvecTuneRecord {
   std::string chosen;
   double chosen_us = 0, default_us = 0;
   QMatvecConfig cfg;
+  // the fastest register-kernel shape (cfg.integer 1, or {} when the default is one and none beat it
+  // by the margin): the shape of the launch with its input norm inside (qmatvec_norm_multi)
+  QMatvecConfig register_cfg;
 };
 
 // Human-readable shape name: "R4U1", "fit", "pipe R4D3", "default".
@@ -43,6 +46,8 @@ class MatvecShapeTable {
   // The measured shape of this launch (same matrix rows, width, bits and T), or {} (qmatvec's
   // default) when it was not measured.
   QMatvecConfig get(const QMatvecOut* outs, int n, int64_t T) const;
+  // The measured register-kernel shape of this launch (record's register_cfg), or {}.
+  QMatvecConfig get_register(const QMatvecOut* outs, int n, int64_t T) const;
   // Times every compiled integer-contract shape on this launch and keeps the fastest; a shape must
   // beat the default by 2% to replace it (the graph timings vary ~1-3% run to run). The outputs'
   // y are overwritten (never accumulated into: the caller passes scratch). 4-bit MLX-layout

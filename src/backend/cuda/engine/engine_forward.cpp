@@ -63,11 +63,28 @@ int CudaEngine::fuse_bits(std::initializer_list<const DMat*> ms) const {
   return fuse_ ? common_bits(ms.begin(), ms.size()) : 0;
 }
 
+bool CudaEngine::norm_in_launch(std::initializer_list<const DMat*> ms, const QNormInput& in, int64_t T) const {
+  if (T != 1 || !norm_mv_fused_ || !kept(kAblNorm) || !kept(kAblMv) || fuse_bits(ms) != 4 ||
+      ms.size() > static_cast<size_t>(kMaxMultiMatrices))
+    return false;
+  QMatvecOut o[kMaxMultiMatrices];
+  int n = 0;
+  for (const DMat* m : ms) o[n++] = QMatvecOut{m->qview(), nullptr, false};
+  return qmatvec_norm_supported(o, n, in);
+}
+
 void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
-                               bool prepared) {
+                               bool prepared, const QNormInput* norm) {
   const int bits = common_bits(outs);
   MERE_CHECK(bits || !prepared, "cuda engine", "a prepared input needs quantised matrices of one bit width");
   if (!kept(kAblMv)) return;
+  if (norm != nullptr) {  // the input norm inside the launch (norm_in_launch said yes)
+    QMatvecOut o[kMaxMultiMatrices];
+    int n = 0;
+    for (const auto& [W, y] : outs) o[n++] = QMatvecOut{W->qview(), y, false};
+    qmatvec_norm_multi(dev_, o, n, *norm, mv_shapes_.get_register(o, n, T));
+    return;
+  }
   if (!bits) {
     for (const auto& [W, y] : outs) linear(*W, x, T, y);
     return;
@@ -93,10 +110,10 @@ void CudaEngine::accumulate_prepared(const DMat& W, int64_t T, float* x) {
 }
 
 bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepared, int64_t T, float* kc, float* vc,
-                                 const int32_t* pos, float* x) {
+                                 const int32_t* pos, float* x, const QNormInput* norm_in) {
   const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
   cudaStream_t s = dev_.stream();
-  linear_shared({{&a.q, qg_}, {&a.k, kk_}, {&a.v, vv_}}, xn, T, xn_prepared);
+  linear_shared({{&a.q, qg_}, {&a.k, kk_}, {&a.v, vv_}}, xn, T, xn_prepared, norm_in);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   if (kept(kAblAttn)) {
     k::attn_prepare(s, qg_, kk_, vv_, a.q_norm, a.k_norm, pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
@@ -115,11 +132,11 @@ bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepar
 }
 
 bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, bool xn_prepared, int64_t T,
-                           int64_t trace_row0, float* x) {
+                           int64_t trace_row0, float* x, const QNormInput* norm_in) {
   const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel, Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim;
   const int64_t Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim, kd = Hk * Dk, vd = Hv * Dv;
   cudaStream_t s = dev_.stream();
-  linear_shared({{&g.qkv, raw_}, {&g.z, z_}, {&g.b, gb_}, {&g.a, ga_}}, xn, T, xn_prepared);
+  linear_shared({{&g.qkv, raw_}, {&g.z, z_}, {&g.b, gb_}, {&g.a, ga_}}, xn, T, xn_prepared, norm_in);
   const bool one_launch = fuse_ && k::conv_gdn_prepare_supported(Hk, Dk, Hv, Dv, K);
   k::GdnTraceOut tr;
   if (one_launch && trace_row0 >= 0) {
@@ -178,11 +195,13 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
 // warp per token; with MERE_CUDA_MOE_ROUTE=fused inside the gate/up launch), one launch for
 // gate+up+SwiGLU of the K experts and the shared expert, one for down + combine + residual add
 // (k_moe.cu); other formats take the generic gathered matvec.
-void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x, bool routed) {
+void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x, bool routed,
+                           const QNormInput* norm_in) {
   cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size;
+  MERE_CHECK(norm_in == nullptr || !cfg_.is_moe, "cuda engine", "the MoE block reads the normalised row: no norm inside a launch");
   if (!cfg_.is_moe) {
-    linear_shared({{&L.mlp.gate, f1_}, {&L.mlp.up, f2_}}, xn, T, xn_prepared);
+    linear_shared({{&L.mlp.gate, f1_}, {&L.mlp.up, f2_}}, xn, T, xn_prepared, norm_in);
     if (const int db = fuse_bits({&L.mlp.down})) {  // SwiGLU + prepare in one launch, down added to x
       if (kept(kAblPrep)) k::swiglu_prep(s, f1_, f2_, T, L.mlp.gate.rows, db, qws_);
       accumulate_prepared(L.mlp.down, T, x);
@@ -278,10 +297,14 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   const bool full = L.kind == LayerKind::Full;
   const int in_bits = full ? fuse_bits({&L.attn.q, &L.attn.k, &L.attn.v})
                            : fuse_bits({&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a});
+  const QNormInput in_norm{x, L.input_norm, eps};
+  const bool in_inside = in_bits && (full ? norm_in_launch({&L.attn.q, &L.attn.k, &L.attn.v}, in_norm, T)
+                                          : norm_in_launch({&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a}, in_norm, T));
   if (!in_bits) k::rms_norm(s, x, H, L.input_norm, T, H, eps, xn_, H);
-  else if (kept(kAblNorm)) k::rms_norm_prep(s, x, nullptr, L.input_norm, T, H, eps, xn_, in_bits, qws_);
-  const bool added = full ? attention_block(L.attn, xn_, in_bits != 0, T, kc, vc, pos, x)
-                          : gdn_block(L.gdn, st, L.index, xn_, in_bits != 0, T, trace_row0, x);
+  else if (!in_inside && kept(kAblNorm)) k::rms_norm_prep(s, x, nullptr, L.input_norm, T, H, eps, xn_, in_bits, qws_);
+  const QNormInput* nin = in_inside ? &in_norm : nullptr;
+  const bool added = full ? attention_block(L.attn, xn_, in_bits != 0, T, kc, vc, pos, x, nin)
+                          : gdn_block(L.gdn, st, L.index, xn_, in_bits != 0, T, trace_row0, x, nin);
   const int ffn_bits = cfg_.is_moe ? fuse_bits({&L.router, &L.shared_gate}) : fuse_bits({&L.mlp.gate, &L.mlp.up});
   if (moe_block_grid_ > 0 && T == 1 && ffn_bits && added) {  // MERE_CUDA_MOE_BLOCK=on: norm to residual, one launch
     k::moe_block(s, moe_block_grid_, moe_block_weights(L), eps, cfg_.num_experts, cfg_.experts_per_tok,
@@ -292,6 +315,11 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
       k::moe_norm_router_supported(L.router, L.shared_gate, x, L.post_norm, xn_)) {  // norm + router, one launch
     k::moe_norm_router(s, x, L.post_norm, eps, L.router, L.shared_gate, T, xn_, rlog_, sg_);
     ffn_block(L, xn_, true, T, x, true);
+    return;
+  }
+  const QNormInput post_norm{x, L.post_norm, eps};
+  if (ffn_bits && !cfg_.is_moe && added && norm_in_launch({&L.mlp.gate, &L.mlp.up}, post_norm, T)) {
+    ffn_block(L, xn_, true, T, x, false, &post_norm);  // dense: the norm inside gate + up's launch
     return;
   }
   if (ffn_bits) {

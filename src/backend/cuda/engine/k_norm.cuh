@@ -1,5 +1,6 @@
 // The RMSNorm's row reduction, shared by the norm kernels (k_basic.cu) and the kernels that compute
-// a row's norm themselves (k_moe_block.cu), so both get the same 1 / rms bit for bit.
+// a row's norm themselves (k_moe_block.cu, k_moe_router.cu, the 4-bit matvec with its input norm in
+// qmatvec_int.cu), so all get the same 1 / rms bit for bit.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -7,14 +8,21 @@ namespace mere::cuda::k {
 namespace {
 
 constexpr int kNormThreads = 256;
-// 1 / rms of a row from each thread's partial sum of squares (block of kNormThreads): warp
-// butterfly, the warps' sums added in order by thread 0, broadcast through shared memory.
-__device__ __forceinline__ float row_inv_rms(float ss, int n, float eps) {
+// 1 / rms of a row from the partial sums of squares of the kNormThreads layout threads, computed by a
+// block of kNormThreads / V threads where thread i holds ss[k] of layout thread i + k * (kNormThreads / V)
+// (the lanes of a layout warp are one real warp's lanes): the warp butterfly of each, the 8 layout
+// warps' sums added in order by thread 0, broadcast through shared memory. V = 1: rms_norm_v4's block.
+template <int V>
+__device__ __forceinline__ float row_inv_rms_folded(float (&ss)[V], int n, float eps) {
+  constexpr int kThreads = kNormThreads / V;
   __shared__ float partial[kNormThreads / 32];
   __shared__ float scale;
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  for (int k = 0; k < V; ++k) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ss[k] = __fadd_rn(ss[k], __shfl_xor_sync(0xffffffffu, ss[k], off));
+    if ((threadIdx.x & 31) == 0) partial[(threadIdx.x + k * kThreads) >> 5] = ss[k];
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     float total = 0.0f;
@@ -24,6 +32,19 @@ __device__ __forceinline__ float row_inv_rms(float ss, int n, float eps) {
   }
   __syncthreads();
   return scale;
+}
+// The same for a block of kNormThreads threads, each with its own partial sum.
+__device__ __forceinline__ float row_inv_rms(float ss, int n, float eps) {
+  float one[1] = {ss};
+  return row_inv_rms_folded<1>(one, n, eps);
+}
+
+// One float4 unit's squares added to a layout thread's sum, in the order x, y, z, w.
+__device__ __forceinline__ float unit_sumsq(float4 v, float ss) {
+  ss = __fmaf_rn(v.x, v.x, ss);
+  ss = __fmaf_rn(v.y, v.y, ss);
+  ss = __fmaf_rn(v.z, v.z, ss);
+  return __fmaf_rn(v.w, v.w, ss);
 }
 
 // The vectorised row layout of rms_norm_v4_kernel (and of the kernels that compute a row's norm
@@ -43,10 +64,7 @@ __device__ __forceinline__ float load_units_sumsq(const float4* xr, const float4
         v[k].x = __fadd_rn(v[k].x, a.x), v[k].y = __fadd_rn(v[k].y, a.y);
         v[k].z = __fadd_rn(v[k].z, a.z), v[k].w = __fadd_rn(v[k].w, a.w);
       }
-      ss = __fmaf_rn(v[k].x, v[k].x, ss);
-      ss = __fmaf_rn(v[k].y, v[k].y, ss);
-      ss = __fmaf_rn(v[k].z, v[k].z, ss);
-      ss = __fmaf_rn(v[k].w, v[k].w, ss);
+      ss = unit_sumsq(v[k], ss);
     }
   }
   return ss;
