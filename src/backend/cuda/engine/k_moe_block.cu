@@ -116,18 +116,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_block_kernel(const __grid_con
   pdl_begin();
 
   // B: the norm of x, as rms_norm_v4 (thread i: float4 units i, i + 256, ...; the same sum order)
-  {
-    const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    const float4* w4 = reinterpret_cast<const float4*>(m.norm_w);
-    const int n4 = H / 4;
-    float4 v[kMaxUnits];
-    const float r = row_inv_rms(load_units_sumsq(x4, nullptr, n4, v), H, a.eps);
-#pragma unroll
-    for (int k = 0; k < kMaxUnits; ++k) {
-      const int i = static_cast<int>(threadIdx.x) + k * kThreads;
-      if (i < n4) reinterpret_cast<float4*>(y)[i] = norm_unit(v[k], r, w4[i]);
-    }
-  }
+  norm_row<kMaxUnits>(reinterpret_cast<const float4*>(a.x), reinterpret_cast<const float4*>(m.norm_w), H, a.eps,
+                      reinterpret_cast<float4*>(y), nullptr);
   __syncthreads();
   fill_x<RB>(y, nrc, xr, xrsum);
   fill_x<BITS>(y, nec, xe, xesum);

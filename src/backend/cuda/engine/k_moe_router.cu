@@ -57,23 +57,10 @@ __global__ void __launch_bounds__(kRouterThreads) moe_norm_router_kernel(const _
   }
   pdl_begin();
 
-  {  // the norm, as rms_norm_v4 (thread i: float4 units i, i + 256, ...; the same sum order)
-    const float4* x4 = reinterpret_cast<const float4*>(a.x + static_cast<int64_t>(t) * H);
-    const float4* w4 = reinterpret_cast<const float4*>(a.norm_w);
-    float4* yg = reinterpret_cast<float4*>(a.y + static_cast<int64_t>(t) * H);
-    const int n4 = H / 4;
-    float4 v[kMaxUnits];
-    const float r = row_inv_rms(load_units_sumsq(x4, nullptr, n4, v), H, a.eps);
-#pragma unroll
-    for (int k = 0; k < kMaxUnits; ++k) {
-      const int i = static_cast<int>(threadIdx.x) + k * kRouterThreads;
-      if (i < n4) {
-        const float4 o = norm_unit(v[k], r, w4[i]);
-        reinterpret_cast<float4*>(y)[i] = o;
-        if (blockIdx.x == 0) yg[i] = o;
-      }
-    }
-  }
+  // the norm, as rms_norm_v4 (thread i: float4 units i, i + 256, ...; the same sum order); block 0 stores y
+  norm_row<kMaxUnits>(reinterpret_cast<const float4*>(a.x + static_cast<int64_t>(t) * H),
+                      reinterpret_cast<const float4*>(a.norm_w), H, a.eps, reinterpret_cast<float4*>(y),
+                      blockIdx.x == 0 ? reinterpret_cast<float4*>(a.y + static_cast<int64_t>(t) * H) : nullptr);
   __syncthreads();
   fill_x<RB>(y, nrc, xr, xrsum);
   __syncthreads();

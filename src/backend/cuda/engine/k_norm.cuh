@@ -80,5 +80,24 @@ __device__ __forceinline__ float4 norm_unit(float4 v, float r, float4 w) {
   return o;
 }
 
+// The normalised row y = (x * r) * w of n (% 4 == 0) columns in rms_norm_v4's thread layout and order,
+// by a block of kNormThreads threads (KMAX float4 units a thread at most): into y (shared memory) and,
+// where yg is not null, to global memory as well. Ends without a barrier.
+template <int KMAX>
+__device__ __forceinline__ void norm_row(const float4* x4, const float4* w4, int n, float eps, float4* y, float4* yg) {
+  const int n4 = n / 4;
+  float4 v[KMAX];
+  const float r = row_inv_rms(load_units_sumsq(x4, nullptr, n4, v), n, eps);
+#pragma unroll
+  for (int k = 0; k < KMAX; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kNormThreads;
+    if (i < n4) {
+      const float4 o = norm_unit(v[k], r, w4[i]);
+      y[i] = o;
+      if (yg != nullptr) yg[i] = o;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mere::cuda::k
