@@ -606,20 +606,35 @@ void check_producer_parts(CudaDevice& dev) {
     }
 }
 
-// The 4-bit launch that computes its input norm itself (qmatvec_norm_multi, the engine's input norms
-// at T = 1) against k::rms_norm_prep + qmatvec_multi on the prepared workspace: every row bitwise (NaN
-// as NaN), for every register shape and the default, three matrices in one launch (one accumulating),
-// at the 27B / 35B-A3B / 0.8B widths, a partial last span (2112 = 66 chunks) and one group; x uniform,
+// The 4-bit launch that computes its input itself (qmatvec_src_multi: the engine's RMSNorms, gated
+// norms and attention gates at T = 1) against the producer (k::rms_norm_prep, k::gated_rms_norm_prep,
+// k::sigmoid_gate_prep) + qmatvec_multi on its workspace: every row bitwise (NaN as NaN), for every
+// register shape and the default, three matrices in one launch (one accumulating), at the 27B /
+// 35B-A3B / 0.8B widths and heads, a partial last span (2112 = 66 chunks) and one group; x uniform,
 // groups scaled by 10^-20..10^20 with zero and subnormal groups, an all-zero row, a NaN.
-void check_norm_matvec(CudaDevice& dev) {
+void check_src_matvec(CudaDevice& dev) {
+  using Kind = QMatvecSource::Kind;
+  struct Case {
+    Kind kind;
+    int64_t cols, hd;
+  };
+  const Case cases[] = {{Kind::RmsNorm, 5120, 0},       {Kind::RmsNorm, 2048, 0},       {Kind::RmsNorm, 2112, 0},
+                        {Kind::RmsNorm, 1024, 0},       {Kind::RmsNorm, 64, 0},         {Kind::GatedRmsNorm, 6144, 128},
+                        {Kind::GatedRmsNorm, 4096, 128}, {Kind::GatedRmsNorm, 1024, 64}, {Kind::SigmoidGate, 6144, 256},
+                        {Kind::SigmoidGate, 4096, 256},  {Kind::SigmoidGate, 1024, 128}};
+  const char* names[] = {"rms norm", "gated norm", "sigmoid gate"};
   const int64_t heights[] = {1000, 48, 33};
   int ci = 0;
-  for (const int64_t cols : {5120, 2048, 2112, 1024, 64}) {
+  for (const Case& c : cases) {
+    const int64_t cols = c.cols;
     std::vector<HostQ> hq;
     std::vector<DevQ> dq;
     for (int i = 0; i < 3; ++i) hq.push_back(random_q(heights[i], cols, 4, 950 + 10 * ci + i));
     for (int i = 0; i < 3; ++i) dq.push_back(upload_q(dev, hq[i]));
-    const auto w = random_vec(static_cast<size_t>(cols), 990 + ci, 0.5f, 1.5f);
+    const int64_t wn = c.kind == Kind::GatedRmsNorm ? c.hd : cols;
+    const auto w = random_vec(static_cast<size_t>(wn), 990 + ci, 0.5f, 1.5f);
+    // z: the gated norm's gate [cols]; the attention's q + gate rows [heads, 2, hd]
+    const auto z = random_vec(static_cast<size_t>(c.kind == Kind::SigmoidGate ? 2 * cols : cols), 995 + ci, -4.0f, 4.0f);
     const auto wide = matvec_x(3, cols, 1000 + ci, true);  // row 2 all zero
     std::vector<std::vector<float>> xs = {random_vec(static_cast<size_t>(cols), 1010 + ci, -3.0f, 3.0f),
                                           std::vector<float>(wide.begin(), wide.begin() + cols),
@@ -627,7 +642,7 @@ void check_norm_matvec(CudaDevice& dev) {
     xs.push_back(xs[0]);
     xs.back()[static_cast<size_t>(cols / 3)] = std::nanf("");
     const std::vector<float> y0 = random_vec(static_cast<size_t>(heights[2]), 1020 + ci);  // accumulator start
-    DeviceBuffer dw = to_device(dev, w, "norm w");
+    DeviceBuffer dw = to_device(dev, w, "w"), dz = to_device(dev, z, "z");
     const size_t wsf = static_cast<size_t>(qmatvec_workspace_floats(1, cols, 4));
     DeviceBuffer ws = dev.alloc(wsf * 4, "workspace"), yn = dev.alloc(static_cast<size_t>(cols) * 4, "y");
     std::vector<DeviceBuffer> dy;
@@ -646,39 +661,47 @@ void check_norm_matvec(CudaDevice& dev) {
       for (int i = 0; i < 2; ++i) poison(dev, dy[i]);
       MERE_CUDA_CHECK(cudaMemcpy(dy[2].get(), y0.data(), static_cast<size_t>(heights[2]) * 4, cudaMemcpyHostToDevice));
     };
+    const std::string label = std::string("qmatvec_src ") + names[static_cast<int>(c.kind)] + " [cols=" +
+                              std::to_string(cols) + (c.hd ? ",head=" + std::to_string(c.hd) : std::string()) + "]";
     int64_t bad = 0, calls = 0;
     std::string first;
     for (size_t xi = 0; xi < xs.size(); ++xi) {
-      DeviceBuffer dx = to_device(dev, xs[xi], "norm x");
-      const QNormInput in{dx.as<float>(), dw.as<float>(), 1e-6f};
-      if (!qmatvec_norm_supported(outs, 3, in)) {
-        record_bool("qmatvec_norm [cols=" + std::to_string(cols) + "]", true, "not taken under this MERE_CUDA_QMATVEC");
+      DeviceBuffer dx = to_device(dev, xs[xi], "x");
+      const QMatvecSource in{c.kind, dx.as<float>(), dw.as<float>(), dz.as<float>(), 1e-6f, static_cast<int>(c.hd)};
+      if (!qmatvec_src_supported(outs, 3, in)) {
+        record_bool(label, true, "not taken under this MERE_CUDA_QMATVEC");
         break;
       }
       reset();
-      k::rms_norm_prep(dev.stream(), dx.as<float>(), nullptr, dw.as<float>(), 1, cols, 1e-6f, yn.as<float>(), 4,
-                       ws.as<float>());
+      if (c.kind == Kind::RmsNorm)
+        k::rms_norm_prep(dev.stream(), dx.as<float>(), nullptr, dw.as<float>(), 1, cols, 1e-6f, yn.as<float>(), 4,
+                         ws.as<float>());
+      else if (c.kind == Kind::GatedRmsNorm)
+        k::gated_rms_norm_prep(dev.stream(), dx.as<float>(), dz.as<float>(), dw.as<float>(), 1, cols / c.hd, c.hd,
+                               1e-6f, yn.as<float>(), 4, ws.as<float>());
+      else
+        k::sigmoid_gate_prep(dev.stream(), dx.as<float>(), dz.as<float>(), 1, cols / c.hd, c.hd, 4, ws.as<float>());
       qmatvec_multi(dev, outs, 3, ws.as<float>(), 1, QMatvecConfig{});
       const std::vector<float> want = run();
       std::vector<QMatvecConfig> cfgs = {QMatvecConfig{}};
-      for (const QMatvecConfig& c : kIntConfigs)
-        if (c.integer == 1 && qmatvec_config_available(4, 1, c)) cfgs.push_back(c);
-      for (const QMatvecConfig& c : cfgs) {
+      for (const QMatvecConfig& cf : kIntConfigs)
+        if (cf.integer == 1 && qmatvec_config_available(4, 1, cf)) cfgs.push_back(cf);
+      for (const QMatvecConfig& cf : cfgs) {
         reset();
-        qmatvec_norm_multi(dev, outs, 3, in, c);
+        qmatvec_src_multi(dev, outs, 3, in, cf);
         const std::vector<float> got = run();
         ++calls;
         for (size_t i = 0; i < got.size(); ++i)
           if (std::memcmp(&got[i], &want[i], 4) != 0 && !(std::isnan(got[i]) && std::isnan(want[i]))) {
             if (bad++ == 0)
-              first = cfg_name(c) + " x" + std::to_string(xi) + " out " + std::to_string(i) + ": " +
+              first = cfg_name(cf) + " x" + std::to_string(xi) + " out " + std::to_string(i) + ": " +
                       std::to_string(got[i]) + " vs " + std::to_string(want[i]);
             break;
           }
       }
     }
     if (calls > 0)
-      record_bool("qmatvec_norm [cols=" + std::to_string(cols) + "] 3 matrices (one accumulating) vs rms_norm_prep + qmatvec_multi, every register shape, bitwise",
+      record_bool(label + " 3 matrices (one accumulating) vs the producer + qmatvec_multi, every register shape, bitwise",
                   bad == 0, std::to_string(calls) + " launches, " + std::to_string(bad) + " differ" + (bad ? ", first " + first : std::string()));
     ++ci;
   }
@@ -1551,7 +1574,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     };
     phase("rms_norm", [&] { check_rms_norm(dev); });
-    phase("norm_mv", [&] { check_norm_matvec(dev); });
+    phase("src_mv", [&] { check_src_matvec(dev); });
     phase("gdn", [&] { check_gdn(dev); });
     phase("attention", [&] { check_attention(dev, quick); });
     phase("argmax", [&] { check_argmax(dev); });

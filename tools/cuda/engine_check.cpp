@@ -443,7 +443,7 @@ std::string synth_q4(const Geometry& g, uint64_t seed, const char* name) {
 // The engine loaded with `var` unset (the default) against `var`=`value`: decode, verification and
 // MTP-head logits bitwise, greedy generations equal (switches that must not change a bit), and each
 // engine's MTP generation equal to its own plain one (the exactness contract). `var` is
-// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_NORM, MERE_CUDA_NORM_MV, MERE_CUDA_MOE_BLOCK,
+// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_NORM, MERE_CUDA_NORM_MV, MERE_CUDA_PREP_MV, MERE_CUDA_MOE_BLOCK,
 // MERE_CUDA_STEP_NORM, MERE_CUDA_MV_TUNE's table): two loads side by side.
 // A derived checkpoint (not under models/) is also held to the CPU reference.
 void env_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
@@ -683,7 +683,7 @@ int main(int argc, char** argv) {
   // top-8) and width, the split argmax (the default) against the one-block form over the real
   // vocabulary, and the one-launch GDN middle at the real heads: a random 4-bit checkpoint of the
   // 35B-A3B shapes cut to 4 layers
-  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, norm + router, input norm in the projections, MoE block, argmax block, GDN block, conv tokens", [&] {
+  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, norm + router, norms and gates in the projections, MoE block, argmax block, GDN block, conv tokens", [&] {
     Geometry g = geometry_preset("qwen3.5-35b-a3b");
     g.num_hidden_layers = 4;
     g.layer_types.clear();
@@ -692,6 +692,7 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_ROUTE", "separate", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_NORM", "separate", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_NORM_MV", "separate", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_PREP_MV", "separate", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_BLOCK", "on", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_ARGMAX", "block", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-moe-tiny");
@@ -704,11 +705,12 @@ int main(int argc, char** argv) {
   // 128-wide kernels (gdn_decode's warp rows, the step + gated norm launch) need a real head
   // geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny model's
   // fixture; no CPU comparison: random weights, the pairs are what is checked)
-  guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion, GDN step + gated norm, norms in the projections, GDN block, conv tokens", [&] {
+  guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion, GDN step + gated norm, norms and gates in the projections, GDN block, conv tokens", [&] {
     const std::string dir = synth_q4(geometry_preset("qwen3.5-0.8b"), 15, "mere-engine-check-0.8b-q4");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_NORM_MV", "separate", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREP_MV", "separate", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_ATTN_COMBINE", "v1", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_CONV", "tokens", false, "qwen35-dense-tiny");
@@ -727,6 +729,7 @@ int main(int argc, char** argv) {
     quantize_checkpoint(q);
     fusion(root, "qwen35-dense-tiny", q.out_dir);
     env_pair(root, "qwen35-dense-tiny", q.out_dir, "MERE_CUDA_NORM_MV", "separate");
+    env_pair(root, "qwen35-dense-tiny", q.out_dir, "MERE_CUDA_PREP_MV", "separate");
     prefill_pair(root, "qwen35-dense-tiny", q.out_dir, "MERE_CUDA_PREFILL_GLUE", "separate");
   });
   std::printf("engine_check: %d checks, %d failed\n", g_checks, g_fail);

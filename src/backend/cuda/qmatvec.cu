@@ -474,7 +474,7 @@ void qmatvec(CudaDevice& dev, const QWeightView& W, const float* ws, int64_t T, 
   qmatvec_multi(dev, &out, 1, ws, T, cfg);
 }
 
-bool qmatvec_norm_supported(const QMatvecOut* outs, int n, const QNormInput& in) {
+bool qmatvec_src_supported(const QMatvecOut* outs, int n, const QMatvecSource& in) {
   const Q4Kernel k = q4_kernel();
   if (n < 1 || n > kMaxMultiMatrices || (k != Q4Kernel::Integer && k != Q4Kernel::IntegerRegister &&
                                          k != Q4Kernel::IntegerPipelined))
@@ -487,22 +487,28 @@ bool qmatvec_norm_supported(const QMatvecOut* outs, int n, const QNormInput& in)
     if (W.bits != 4 || W.tiled || W.cols != cols || W.rows <= 0) return false;
     rows += W.rows;
   }
-  return cols % 64 == 0 && cols >= 64 && cols <= detail::kNormMaxCols && rows < (int64_t{1} << 31) && al(in.x) &&
-         al(in.w) && detail::q4int_norm_smem(cols) <= 48 * 1024;
+  using K = QMatvecSource::Kind;
+  const bool heads_ok = in.kind == K::RmsNorm ||
+                        (in.head_dim >= 16 && in.head_dim % 16 == 0 && cols % in.head_dim == 0 &&
+                         cols / in.head_dim <= detail::kSrcMaxHeads);
+  const bool inputs = al(in.x) && (in.kind == K::SigmoidGate || al(in.w)) && (in.kind == K::RmsNorm || al(in.z));
+  return cols % 64 == 0 && cols >= 64 && cols <= detail::kSrcMaxCols && rows < (int64_t{1} << 31) && heads_ok &&
+         inputs && detail::q4int_src_smem(cols) <= 48 * 1024;
 }
 
-void qmatvec_norm_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const QNormInput& in, QMatvecConfig cfg) {
-  MERE_CHECK(qmatvec_norm_supported(outs, n, in), "qmatvec_norm",
-             "this launch does not take its input norm inside: expected 1..", kMaxMultiMatrices,
-             " 4-bit MLX-layout matrices of one width (a multiple of 64 up to ", detail::kNormMaxCols,
-             "), 16-byte aligned x and w, and the integer contract as the 4-bit kernel (MERE_CUDA_QMATVEC)");
+void qmatvec_src_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const QMatvecSource& in, QMatvecConfig cfg) {
+  MERE_CHECK(qmatvec_src_supported(outs, n, in), "qmatvec_src",
+             "this launch does not compute its input inside: expected 1..", kMaxMultiMatrices,
+             " 4-bit MLX-layout matrices of one width (a multiple of 64 up to ", detail::kSrcMaxCols,
+             "), 16-byte aligned inputs, heads of a multiple of 16 columns (at most ", detail::kSrcMaxHeads,
+             "), and the integer contract as the 4-bit kernel (MERE_CUDA_QMATVEC)");
   if (cfg.rows_per_warp == 0 || cfg.unroll == 0) {  // the default shape (MERE_CUDA_MV_SMALL's for few rows)
     int64_t rows = 0;
     for (int i = 0; i < n; ++i) rows += outs[i].W.rows;
     cfg = default_config(4, 1, rows, dev.sm_count());
   }
   DeviceGuard guard(dev.ordinal());
-  detail::q4int_norm_launch(dev.stream(), outs, n, in, outs[0].W.cols, cfg, dev.sm_count());
+  detail::q4int_src_launch(dev.stream(), outs, n, in, outs[0].W.cols, cfg, dev.sm_count());
 }
 
 void qlinear(CudaDevice& dev, const QWeightView& W, const float* x, int64_t T, float* ws, float* y,

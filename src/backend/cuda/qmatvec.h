@@ -137,23 +137,34 @@ struct QMatvecOut {
 // Up to kMaxMultiMatrices matrices of the same bits and width over one prepared x in one launch
 // (SIMT; tensor cores: one launch each, no accumulate). Every row is bitwise what qmatvec gives it.
 void qmatvec_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const float* ws, int64_t T, QMatvecConfig cfg = {});
-// The input of a one-token 4-bit launch computed by the launch itself (qmatvec_norm_multi): the
-// matrices read y = rmsnorm(x) * w, x and w [cols] f32 (device, 16-byte aligned), as k::rms_norm_prep
-// computes and prepares it (docs/cuda-kernels.md §5.19).
-struct QNormInput {
+// The input of a one-token 4-bit launch computed by every block of the launch itself
+// (qmatvec_src_multi), each value as the engine's producer kernel computes it (docs/cuda-kernels.md
+// §5.19); all pointers f32 on the device, 16-byte aligned:
+//  * RmsNorm (k::rms_norm_prep): y = rmsnorm(x) * w; x, w [cols];
+//  * GatedRmsNorm (k::gated_rms_norm_prep): each head of head_dim columns y = (w * (x * r_h)) * silu(z),
+//    r_h = 1 / rms of the head's x; x, z [cols], w [head_dim];
+//  * SigmoidGate (k::sigmoid_gate_prep): y = x * sigmoid(gate), the gate the second half of each head's
+//    row of z [cols / head_dim, 2, head_dim].
+struct QMatvecSource {
+  enum class Kind { RmsNorm, GatedRmsNorm, SigmoidGate };
+  Kind kind = Kind::RmsNorm;
   const float* x = nullptr;
   const float* w = nullptr;
+  const float* z = nullptr;
   float eps = 0.0f;
+  int head_dim = 0;
 };
-// Whether qmatvec_norm_multi takes this launch: 4-bit MLX-layout matrices, T = 1, the process's 4-bit
+// Whether qmatvec_src_multi takes this launch: 4-bit MLX-layout matrices, T = 1, the process's 4-bit
 // kernel the integer contract (MERE_CUDA_QMATVEC unset, int, int-reg or int-pipe), cols a multiple of
-// 64 up to 8192, x and w 16-byte aligned.
-bool qmatvec_norm_supported(const QMatvecOut* outs, int n, const QNormInput& in);
+// 64 up to 8192, aligned inputs; heads (of the gated norm and the gate) of a multiple of 16 columns,
+// at most 64 of them.
+bool qmatvec_src_supported(const QMatvecOut* outs, int n, const QMatvecSource& in);
 // qmatvec_multi for one token whose prepared input each block of the launch computes from `in` into
-// shared memory (no workspace is read or written): every row bitwise k::rms_norm_prep followed by
-// qmatvec_multi. cfg: a register shape of the integer kernel (cfg.integer 1); any other (or {}) runs
-// the default register shape. A launch qmatvec_norm_supported refuses is a mere::Error.
-void qmatvec_norm_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const QNormInput& in, QMatvecConfig cfg = {});
+// shared memory (no workspace is read or written): every row bitwise the producer followed by
+// qmatvec_multi. cfg: a register shape of the integer kernel (cfg.integer 1); any other runs the
+// default register shape ({}: qmatvec's default when it is one). A launch qmatvec_src_supported
+// refuses is a mere::Error.
+void qmatvec_src_multi(CudaDevice& dev, const QMatvecOut* outs, int n, const QMatvecSource& in, QMatvecConfig cfg = {});
 // Whether the default kernel for `bits` is the tensor-core one (MERE_CUDA_QMATVEC=tc, 4-bit).
 // (The fused producers of the engine write every layout; only the tensor-core kernel's B fragments
 // are not written by them yet.)

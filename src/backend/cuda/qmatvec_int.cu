@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/engine/k_gdn_common.cuh"
 #include "backend/cuda/engine/k_norm.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qmatvec_common.cuh"
@@ -41,38 +42,88 @@ using qm::bf16_to_f32;
 using qm::ld_stream;
 using qm::word_of;
 
-// The one-token input of a NORM launch, computed by every block into xsm: y = rmsnorm(x) * w as
-// k::rms_norm_prep computes it (1 / rms in rms_norm_v4's sum order, the block's 128 threads standing
-// for its 256: k_norm.cuh row_inv_rms_folded; each y = (x * r) * w rounded twice), then the integer
-// layout of y as the producer's prepare writes it (prep::int_emit on the two 16-column halves of a
-// chunk in adjacent lanes, half_chunk_stats for the chunk's sum and max), for token 0 of a workspace
-// whose digits are xsm[0 .. spans*192) and {2^-e, sum} the chunks after them. Ends with a barrier.
-__device__ __forceinline__ void norm_to_smem(const QNormInput& in, int cols, int spans, uint4* xsm) {
+// The one-token input of a SRC launch, computed by every block into xsm, each value as the engine's
+// producer computes it (qmatvec.h QMatvecSource):
+//  * RmsNorm: 1 / rms in rms_norm_v4's sum order (the block's 128 threads standing for its 256:
+//    k_norm.cuh row_inv_rms_folded), y = (x * r) * w;
+//  * GatedRmsNorm: a warp a head for 1 / rms (warp_block_sum: gated_norm_head's 128-thread block sum),
+//    y = (w * (x * r_h)) * silu(z);
+//  * SigmoidGate: y = x * sigmoid(gate);
+// then the integer layout of y as the producers' prepare writes it (prep::int_emit on the two 16-column
+// halves of a chunk in adjacent lanes, half_chunk_stats for the chunk's sum and max), for token 0 of a
+// workspace whose digits are xsm[0 .. spans*192) and {2^-e, sum} the chunks after them. Ends with a barrier.
+__device__ __forceinline__ void src_to_smem(const QMatvecSource& in, int cols, int spans, uint4* xsm) {
+  using Kind = QMatvecSource::Kind;
   constexpr int kThreads = kWarps * 32;
   static_assert(2 * kThreads == k::kNormThreads, "two layout threads a thread");
+  static_assert(kThreads == k::kPrepThreads, "the gated norm's former block");
+  __shared__ float head_r[kSrcMaxHeads];
   const float4* x4 = reinterpret_cast<const float4*>(in.x);
   const float4* w4 = reinterpret_cast<const float4*>(in.w);
-  const int n4 = cols / 4;
-  float ss[2] = {0.0f, 0.0f};
+  const float4* z4 = reinterpret_cast<const float4*>(in.z);
+  const int hd = in.head_dim;
+  float r = 0.0f;
+  if (in.kind == Kind::RmsNorm) {
+    const int n4 = cols / 4;
+    float ss[2] = {0.0f, 0.0f};
 #pragma unroll
-  for (int k = 0; k < 2; ++k)  // layout thread threadIdx.x + k * 128: units j, j + 256, ... in order
-    for (int i = static_cast<int>(threadIdx.x) + k * kThreads; i < n4; i += k::kNormThreads)
-      ss[k] = k::unit_sumsq(x4[i], ss[k]);
-  const float r = k::row_inv_rms_folded<2>(ss, cols, in.eps);
+    for (int k = 0; k < 2; ++k)  // layout thread threadIdx.x + k * 128: units j, j + 256, ... in order
+      for (int i = static_cast<int>(threadIdx.x) + k * kThreads; i < n4; i += k::kNormThreads)
+        ss[k] = k::unit_sumsq(x4[i], ss[k]);
+    r = k::row_inv_rms_folded<2>(ss, cols, in.eps);
+  } else if (in.kind == Kind::GatedRmsNorm) {
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    for (int h = static_cast<int>(threadIdx.x >> 5); h < cols / hd; h += kWarps) {
+      const float* xh = in.x + static_cast<size_t>(h) * hd;
+      float p[k::kFormerWarps];
+#pragma unroll
+      for (int m = 0; m < k::kFormerWarps; ++m) {  // former thread 32 m + lane: columns i, i + 128, ...
+        float ss = 0.0f;
+        for (int i = 32 * m + lane; i < hd; i += kThreads) ss = __fmaf_rn(xh[i], xh[i], ss);
+        p[m] = ss;
+      }
+      const float total = k::warp_block_sum(p);
+      if (lane == 0) head_r[h] = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(total, static_cast<float>(hd)), in.eps));
+    }
+    __syncthreads();
+  }
   prep::Layout L;
   L.dg = xsm;
   L.dsx = reinterpret_cast<float2*>(xsm + static_cast<size_t>(spans) * 6 * 32);
   L.spans = spans;
   L.cols = cols;
   L.T = 1;
-  const int halves = cols / 16;  // item i: chunk i / 2, columns 16 i .. 16 i + 15
+  const int halves = cols / 16;  // item i: chunk i / 2, columns 16 i .. 16 i + 15 (one head: hd % 16 == 0)
   for (int base = 0; base < halves; base += kThreads) {  // block-uniform trip count
     const int i = base + static_cast<int>(threadIdx.x);
     const bool valid = i < halves;  // pairs of lanes alike (halves and base are even)
     float v[16];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const float4 o = valid ? k::norm_unit(x4[4 * i + q], r, w4[4 * i + q]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (valid) {
+        const int u = 4 * i + q;  // float4 unit of the row
+        const float4 xv = x4[u];
+        if (in.kind == Kind::RmsNorm) {
+          o = k::norm_unit(xv, r, w4[u]);
+        } else {
+          const int c = 4 * u, h = c / hd, d = c - h * hd;
+          if (in.kind == Kind::GatedRmsNorm) {
+            const float rh = head_r[h];
+            const float4 wv = w4[d / 4], zv = z4[u];
+            o.x = __fmul_rn(__fmul_rn(wv.x, __fmul_rn(xv.x, rh)), k::silu(zv.x));
+            o.y = __fmul_rn(__fmul_rn(wv.y, __fmul_rn(xv.y, rh)), k::silu(zv.y));
+            o.z = __fmul_rn(__fmul_rn(wv.z, __fmul_rn(xv.z, rh)), k::silu(zv.z));
+            o.w = __fmul_rn(__fmul_rn(wv.w, __fmul_rn(xv.w, rh)), k::silu(zv.w));
+          } else {  // the gate: the second half of head h's row of z
+            const float4 gv = z4[(static_cast<size_t>(h) * 2 * hd + hd + d) / 4];
+            o.x = __fmul_rn(xv.x, k::sigmoid(gv.x));
+            o.y = __fmul_rn(xv.y, k::sigmoid(gv.y));
+            o.z = __fmul_rn(xv.z, k::sigmoid(gv.z));
+            o.w = __fmul_rn(xv.w, k::sigmoid(gv.w));
+          }
+        }
+      }
       v[4 * q] = o.x, v[4 * q + 1] = o.y, v[4 * q + 2] = o.z, v[4 * q + 3] = o.w;
     }
     float cs, cmax;
@@ -93,14 +144,14 @@ __device__ __forceinline__ void norm_to_smem(const QNormInput& in, int cols, int
 // asked for right after chunk i's use, in two register sets used alternately (no moves of in-flight
 // loads: v9 notes), where the loop below issues a chunk set, waits for it, computes, and only then
 // issues the next.
-// NORM (T = 1; qmatvec_norm_multi): each block computes the input itself, after the wait, into shared
-// memory (norm_to_smem: the digits and chunk factors of rms_norm_prep's workspace, bitwise), and the
+// SRC (T = 1; qmatvec_src_multi): each block computes the input itself, after the wait, into shared
+// memory (src_to_smem: the digits and chunk factors of the producer's workspace, bitwise), and the
 // loop reads x from there; dg / dsx are unused.
-template <int T, int R, int U, int MINB, bool DB = false, bool NORM = false>
+template <int T, int R, int U, int MINB, bool DB = false, bool SRC = false>
 __global__ void __launch_bounds__(kWarps * 32, MINB)
     qmatvec_int_kernel(const IntArgs args, const uint4* __restrict__ dg, const float2* __restrict__ dsx, int cols,
-                       int spans, int nb, int prefetch, const QNormInput norm) {
-  static_assert(!NORM || T == 1, "the input norm inside the launch is a one-token form");
+                       int spans, int nb, int prefetch, const QMatvecSource src) {
+  static_assert(!SRC || T == 1, "the input computed inside the launch is a one-token form");
   const int nchunk = cols >> 5, ngroups = cols >> 6;
   const int lane = threadIdx.x & 31;
   const int gw = blockIdx.x * kWarps + static_cast<int>(threadIdx.x >> 5);
@@ -109,11 +160,11 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   qi::warp_rows(args, gw, W, &rb, &re);
   qi::prefetch_first_rows<R>(args, rb, re, cols, prefetch);  // weights only: before the wait
   pdl_begin();
-  extern __shared__ uint4 xsm[];  // NORM: [spans][6][32] digit units, then {2^-e, sum} a chunk
+  extern __shared__ uint4 xsm[];  // SRC: [spans][6][32] digit units, then {2^-e, sum} a chunk
   const uint4* xg = dg;
   const float2* ig = dsx;
-  if constexpr (NORM) {
-    norm_to_smem(norm, cols, spans, xsm);
+  if constexpr (SRC) {
+    src_to_smem(src, cols, spans, xsm);
     xg = xsm;
     ig = reinterpret_cast<const float2*>(xsm + static_cast<size_t>(spans) * 6 * 32);
   }
@@ -159,7 +210,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
             bi[r] = bf16_to_f32(__ldg(sp[r] + 16 * i + bdelta));
             qi::split_nibbles(w[r], lo[r], hi[r]);
           }
-          qi::chunk_step<T, R, NORM>(lo, hi, sc, bi, xp + 192 * i, tstride, ip + 32 * i, nchunk, acc);
+          qi::chunk_step<T, R, SRC>(lo, hi, sc, bi, xp + 192 * i, tstride, ip + 32 * i, nchunk, acc);
         };
         uint4 wa[R], wb[R];
         load(wa, 0);
@@ -196,8 +247,8 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
               const uint4* xt = xp + 192 * u + t * tstride;
               uint4 d[6];
 #pragma unroll
-              for (int e = 0; e < 6; ++e) d[e] = qi::ldx<NORM>(xt + 32 * e);
-              const float2 ci = qi::ldx<NORM>(ip + 32 * u + static_cast<size_t>(t) * nchunk);
+              for (int e = 0; e < 6; ++e) d[e] = qi::ldx<SRC>(xt + 32 * e);
+              const float2 ci = qi::ldx<SRC>(ip + 32 * u + static_cast<size_t>(t) * nchunk);
 #pragma unroll
               for (int r = 0; r < R; ++r) {
                 const int S = qi::chunk_dot(lo[r], hi[r], d);
@@ -231,18 +282,18 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   }
 }
 
-using IntFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int, int, QNormInput);
+using IntFn = void (*)(IntArgs, const uint4*, const float2*, int, int, int, int, QMatvecSource);
 
 struct IntVariant {
   int R, U, t_lo, t_hi;
   bool db;  // the double-buffered loop (qmatvec_int_kernel DB, U = 1)
   IntFn fns[kMaxSkinnyRows];
-  IntFn norm_fn;  // T = 1 with the input norm inside (NORM)
+  IntFn src_fn;  // T = 1 with the input computed inside (SRC)
 };
 
 template <int R, int U, int TLO, int THI, int MINB>
 IntVariant make_int() {
-  static_assert(TLO == 1, "every variant has its one-token NORM form");
+  static_assert(TLO == 1, "every variant has its one-token SRC form");
   IntVariant v{R, U, TLO, THI, false, {}, &qmatvec_int_kernel<1, R, U, MINB, false, true>};
   qm::fill_by_T<TLO, THI>(v.fns, [](auto t) { return &qmatvec_int_kernel<decltype(t)::value, R, U, MINB>; });
   return v;
@@ -422,17 +473,17 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
   const int64_t warps = blocks * kWarps;
   const int prefetch = static_cast<int>(std::min<int64_t>(q4int_prefetch_bytes() / warps, int64_t{1} << 30));
   launch("qmatvec_int_kernel", fn, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), 0, s, args, L.dg, L.dsx,
-         static_cast<int>(cols), L.spans, nb, prefetch, QNormInput{});
+         static_cast<int>(cols), L.spans, nb, prefetch, QMatvecSource{});
 }
 
-size_t q4int_norm_smem(int64_t cols) {
+size_t q4int_src_smem(int64_t cols) {
   return static_cast<size_t>(prep::int_spans(cols)) * 6 * 32 * sizeof(uint4) + static_cast<size_t>(cols / 32) * sizeof(float2);
 }
 
-void q4int_norm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const QNormInput& in, int64_t cols,
-                       const QMatvecConfig& cfg, int sms) {
-  MERE_CHECK(cols % 64 == 0 && cols <= kNormMaxCols && q4int_norm_smem(cols) <= 48 * 1024, "qmatvec_norm",
-             "the input norm inside the launch takes widths that are multiples of 64 up to ", kNormMaxCols, ", got ", cols);
+void q4int_src_launch(cudaStream_t s, const QMatvecOut* outs, int n, const QMatvecSource& in, int64_t cols,
+                      const QMatvecConfig& cfg, int sms) {
+  MERE_CHECK(cols % 64 == 0 && cols <= kSrcMaxCols && q4int_src_smem(cols) <= 48 * 1024, "qmatvec_src",
+             "the input computed inside the launch takes widths that are multiples of 64 up to ", kSrcMaxCols, ", got ", cols);
   IntArgs args{};
   args.n = n;
   int64_t end = 0;
@@ -449,7 +500,7 @@ void q4int_norm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const QNor
   int index = 0;
   const IntVariant* v = nullptr;
   if (c.rows_per_warp == kIntFitRows) {
-    // the fit's rule on the plain kernels' grids (the NORM grid differs only where shared memory
+    // the fit's rule on the plain kernels' grids (the SRC grid differs only where shared memory
     // lowers the occupancy); the same bits whatever R
     int64_t best = 0;
     for (int R : {4, 3, 2}) {
@@ -463,16 +514,16 @@ void q4int_norm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const QNor
   } else {
     v = find_int(1, c.rows_per_warp, c.unroll, &index, c.stages == kIntDoubleBuffer);
   }
-  MERE_CHECK(v != nullptr, "qmatvec_norm", "no compiled integer kernel for rows_per_warp=", c.rows_per_warp,
+  MERE_CHECK(v != nullptr, "qmatvec_src", "no compiled integer kernel for rows_per_warp=", c.rows_per_warp,
              " unroll=", c.unroll);
-  const size_t smem = q4int_norm_smem(cols);
+  const size_t smem = q4int_src_smem(cols);
   const int spans = static_cast<int>(prep::int_spans(cols));
-  static qm::OccupancyCache<kIntVariants, kNormMaxCols / 1024> occ;  // slot: spans (whole 32-chunk spans)
-  const int resident = std::max(1, occ.get(index, spans, v->norm_fn, kWarps * 32, smem));
+  static qm::OccupancyCache<kIntVariants, kSrcMaxCols / 1024> occ;  // slot: spans (whole 32-chunk spans)
+  const int resident = std::max(1, occ.get(index, spans, v->src_fn, kWarps * 32, smem));
   int nb = 0;
   const int64_t blocks = qi::ring_grid(resident, sms, v->R, end, &nb);
   const int prefetch = static_cast<int>(std::min<int64_t>(q4int_prefetch_bytes() / (blocks * kWarps), int64_t{1} << 30));
-  launch("qmatvec_int_kernel (input norm)", v->norm_fn, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), smem,
+  launch("qmatvec_int_kernel (input inside)", v->src_fn, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), smem,
          s, args, static_cast<const uint4*>(nullptr), static_cast<const float2*>(nullptr), static_cast<int>(cols), spans,
          nb, prefetch, in);
 }

@@ -41,13 +41,15 @@ QMatvecConfig q4int_default(int64_t T, IntImpl impl);
 // matrices are spread evenly over a grid of resident warps (at most one wave, so no tail wave).
 void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
                   const QMatvecConfig& cfg, int sms);
-// The one-token launch with its input norm inside (qmatvec.h qmatvec_norm_multi): the register kernel
-// of cfg's shape (else the default register shape), each block computing y = rmsnorm(x) * w and its
-// integer layout into shared memory (q4int_norm_smem bytes; cols % 64 == 0, cols <= kNormMaxCols).
-inline constexpr int64_t kNormMaxCols = 8192;
-size_t q4int_norm_smem(int64_t cols);
-void q4int_norm_launch(cudaStream_t s, const QMatvecOut* outs, int n, const QNormInput& in, int64_t cols,
-                       const QMatvecConfig& cfg, int sms);
+// The one-token launch that computes its input (qmatvec.h qmatvec_src_multi): the register kernel of
+// cfg's shape (else the default register shape), each block computing the input and its integer
+// layout into shared memory (q4int_src_smem bytes; cols % 64 == 0, cols <= kSrcMaxCols, at most
+// kSrcMaxHeads heads).
+inline constexpr int64_t kSrcMaxCols = 8192;
+inline constexpr int kSrcMaxHeads = 64;
+size_t q4int_src_smem(int64_t cols);
+void q4int_src_launch(cudaStream_t s, const QMatvecOut* outs, int n, const QMatvecSource& in, int64_t cols,
+                      const QMatvecConfig& cfg, int sms);
 // MERE_CUDA_MV_PREFETCH=MB (default 16; 0 turns it off; integer 0..64, else mere::Error): bytes of
 // weight codes the register kernel's warps ask the L2 for before the PDL wait, over the whole launch
 // (each warp the start of its first rows; docs/cuda-kernels.md §1 "v10"; H100: +0.5-0.8% decode).

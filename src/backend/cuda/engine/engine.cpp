@@ -63,6 +63,7 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   moe_route_fused_ = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate"}) != 1;
   moe_norm_fused_ = env_choice("MERE_CUDA_MOE_NORM", {"fused", "separate"}) != 1;
   norm_mv_fused_ = env_choice("MERE_CUDA_NORM_MV", {"fused", "separate"}) != 1;
+  prep_mv_fused_ = env_choice("MERE_CUDA_PREP_MV", {"fused", "separate"}) != 1;
   step_norm_fused_ = env_choice("MERE_CUDA_STEP_NORM", {"fused", "separate"}) == 0;
   const int conv = env_choice("MERE_CUDA_CONV", {"width", "tokens", "loop"});
   conv_mode_ = conv == 1 ? ConvMode::Tokens : conv == 2 ? ConvMode::Loop : ConvMode::Width;

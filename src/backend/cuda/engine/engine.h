@@ -98,32 +98,33 @@ class CudaEngine final : public DeviceEngine {
   // The mixers add their output projection into x and return true when it ran fused (fuse_bits),
   // else leave it in o_ and return false; xn_prepared: qws_ already holds xn prepared for them.
   // norm_in: the input projections compute their input, rmsnorm(x) * w, inside their launch
-  // (qmatvec_norm_multi; xn is not written then): see norm_in_launch
+  // (qmatvec_src_multi; xn is not written then): see src_in_launch
   bool attention_block(const DAttn& a, const float* xn, bool xn_prepared, int64_t T, float* kc, float* vc,
-                       const int32_t* pos, float* x, const QNormInput* norm_in = nullptr);
+                       const int32_t* pos, float* x, const QMatvecSource* norm_in = nullptr);
   bool gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, bool xn_prepared, int64_t T,
-                 int64_t trace_row0, float* x, const QNormInput* norm_in = nullptr);
+                 int64_t trace_row0, float* x, const QMatvecSource* norm_in = nullptr);
   // x += ffn(xn); routed: the router and shared-gate logits are in rlog_ / sg_ already (moe_norm_router);
   // norm_in (dense): gate + up compute their input inside their launch
   void ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x, bool routed = false,
-                 const QNormInput* norm_in = nullptr);
-  // Whether the launch of `ms` (one qmatvec_multi over one input) takes its input norm inside it:
-  // MERE_CUDA_NORM_MV=fused (the default), T = 1, fusion on, 4-bit matrices qmatvec_norm_supported takes,
-  // nothing ablated.
-  bool norm_in_launch(std::initializer_list<const DMat*> ms, const QNormInput& in, int64_t T) const;
+                 const QMatvecSource* norm_in = nullptr);
+  // Whether the launch of `ms` (one qmatvec_multi over one input) computes its input `in` inside it:
+  // T = 1, fusion on, 4-bit matrices qmatvec_src_supported takes, the kind's switch on
+  // (MERE_CUDA_NORM_MV for the RMSNorms, MERE_CUDA_PREP_MV for the gated norm and the attention gate)
+  // and its kernels not ablated.
+  bool src_in_launch(std::initializer_list<const DMat*> ms, const QMatvecSource& in, int64_t T) const;
   void linear(const DMat& W, const float* x, int64_t T, float* y);
   // several matrices over the same x: the quantised ones of one bit width share one prepare (and,
   // fused, one launch); prepared: qws_ already holds x prepared
-  // norm: x is not read; the launch computes its input rmsnorm(norm->x) * norm->w itself (T = 1,
-  // norm_in_launch)
+  // norm: x is not read; the launch computes its input (*norm) itself (T = 1, src_in_launch)
   void linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
-                     bool prepared = false, const QNormInput* norm = nullptr);
+                     bool prepared = false, const QMatvecSource* norm = nullptr);
   int fuse_bits(std::initializer_list<const DMat*> ms) const;
   // Bit width of one prepare shared by every matrix (quantised, a single matrix, same bits and
   // width), else 0: when linear_shared runs them on one prepared input (and, fused, one launch)
   static int common_bits(const DMat* const* ms, size_t n);
   static int common_bits(std::initializer_list<std::pair<const DMat*, float*>> outs);
-  void accumulate_prepared(const DMat& W, int64_t T, float* x);  // x += W (qws_ input)
+  // x += W (qws_ input; src: the input computed inside the launch, src_in_launch)
+  void accumulate_prepared(const DMat& W, int64_t T, float* x, const QMatvecSource* src = nullptr);
   // MERE_CUDA_MV_TUNE (default 1): times the 1-token matvec launches of the first layer of each kind, the
   // lm_head and the MTP head at load (engine_tune.cpp); linear / linear_shared / accumulate_prepared
   // and the lm_head launch with the measured shapes (same bits: qmatvec_tune.h)
@@ -199,9 +200,13 @@ class CudaEngine final : public DeviceEngine {
   // launch. Read at load.
   bool moe_norm_fused_ = true;
   // MERE_CUDA_NORM_MV: unset or fused: a decode step's input RMSNorms (and the dense models'
-  // post-attention ones) inside the 4-bit projections' launch (qmatvec_norm_multi, the same bits as
+  // post-attention ones) inside the 4-bit projections' launch (qmatvec_src_multi, the same bits as
   // rms_norm_prep + the launch; docs/cuda-kernels.md §5.19); separate: rms_norm_prep's own launch. Read at load.
   bool norm_mv_fused_ = true;
+  // MERE_CUDA_PREP_MV: unset or fused: a decode step's gated RMSNorm (GDN) and attention gate inside
+  // the output projection's launch (qmatvec_src_multi; the same bits as gated_rms_norm_prep /
+  // sigmoid_gate_prep + the launch); separate: the producer's own launch. Read at load.
+  bool prep_mv_fused_ = true;
   MatvecShapeTable mv_shapes_;
   // MERE_CUDA_STEP_NORM=fused: with fusion, the GatedDeltaNet decode step and the gated RMSNorm +
   // prepare run as one launch (k::gdn_step_norm_prep, the same bits by construction); unset or

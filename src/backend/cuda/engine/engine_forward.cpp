@@ -63,26 +63,27 @@ int CudaEngine::fuse_bits(std::initializer_list<const DMat*> ms) const {
   return fuse_ ? common_bits(ms.begin(), ms.size()) : 0;
 }
 
-bool CudaEngine::norm_in_launch(std::initializer_list<const DMat*> ms, const QNormInput& in, int64_t T) const {
-  if (T != 1 || !norm_mv_fused_ || !kept(kAblNorm) || !kept(kAblMv) || fuse_bits(ms) != 4 ||
-      ms.size() > static_cast<size_t>(kMaxMultiMatrices))
+bool CudaEngine::src_in_launch(std::initializer_list<const DMat*> ms, const QMatvecSource& in, int64_t T) const {
+  const bool norm = in.kind == QMatvecSource::Kind::RmsNorm;
+  if (T != 1 || !(norm ? norm_mv_fused_ && kept(kAblNorm) : prep_mv_fused_ && kept(kAblPrep)) || !kept(kAblMv) ||
+      fuse_bits(ms) != 4 || ms.size() > static_cast<size_t>(kMaxMultiMatrices))
     return false;
   QMatvecOut o[kMaxMultiMatrices];
   int n = 0;
   for (const DMat* m : ms) o[n++] = QMatvecOut{m->qview(), nullptr, false};
-  return qmatvec_norm_supported(o, n, in);
+  return qmatvec_src_supported(o, n, in);
 }
 
 void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
-                               bool prepared, const QNormInput* norm) {
+                               bool prepared, const QMatvecSource* norm) {
   const int bits = common_bits(outs);
   MERE_CHECK(bits || !prepared, "cuda engine", "a prepared input needs quantised matrices of one bit width");
   if (!kept(kAblMv)) return;
-  if (norm != nullptr) {  // the input norm inside the launch (norm_in_launch said yes)
+  if (norm != nullptr) {  // the input computed inside the launch (src_in_launch said yes)
     QMatvecOut o[kMaxMultiMatrices];
     int n = 0;
     for (const auto& [W, y] : outs) o[n++] = QMatvecOut{W->qview(), y, false};
-    qmatvec_norm_multi(dev_, o, n, *norm, mv_shapes_.get_register(o, n, T));
+    qmatvec_src_multi(dev_, o, n, *norm, mv_shapes_.get_register(o, n, T));
     return;
   }
   if (!bits) {
@@ -103,14 +104,18 @@ void CudaEngine::linear_shared(std::initializer_list<std::pair<const DMat*, floa
   }
 }
 
-void CudaEngine::accumulate_prepared(const DMat& W, int64_t T, float* x) {
+void CudaEngine::accumulate_prepared(const DMat& W, int64_t T, float* x, const QMatvecSource* src) {
   if (!kept(kAblMv)) return;
   const QMatvecOut o{W.qview(), x, true};
+  if (src != nullptr) {
+    qmatvec_src_multi(dev_, &o, 1, *src, mv_shapes_.get_register(&o, 1, T));
+    return;
+  }
   qmatvec_multi(dev_, &o, 1, qws_, T, mv_shapes_.get(&o, 1, T));
 }
 
 bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepared, int64_t T, float* kc, float* vc,
-                                 const int32_t* pos, float* x, const QNormInput* norm_in) {
+                                 const int32_t* pos, float* x, const QMatvecSource* norm_in) {
   const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
   cudaStream_t s = dev_.stream();
   linear_shared({{&a.q, qg_}, {&a.k, kk_}, {&a.v, vv_}}, xn, T, xn_prepared, norm_in);
@@ -122,6 +127,11 @@ bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepar
     else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_);
   }
   if (const int ob = fuse_bits({&a.o})) {  // gate + prepare in one launch, o_proj added to x by its matvec
+    const QMatvecSource gate{QMatvecSource::Kind::SigmoidGate, att_, nullptr, qg_, 0.0f, static_cast<int>(hd)};
+    if (src_in_launch({&a.o}, gate, T)) {  // or the gate inside o_proj's launch
+      accumulate_prepared(a.o, T, x, &gate);
+      return true;
+    }
     if (kept(kAblPrep)) k::sigmoid_gate_prep(s, att_, qg_, T, nh, hd, ob, qws_);
     accumulate_prepared(a.o, T, x);
     return true;
@@ -132,7 +142,7 @@ bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepar
 }
 
 bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const float* xn, bool xn_prepared, int64_t T,
-                           int64_t trace_row0, float* x, const QNormInput* norm_in) {
+                           int64_t trace_row0, float* x, const QMatvecSource* norm_in) {
   const int64_t C = cfg_.conv_dim(), K = cfg_.conv_kernel, Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim;
   const int64_t Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim, kd = Hk * Dk, vd = Hv * Dv;
   cudaStream_t s = dev_.stream();
@@ -182,6 +192,11 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
   }
   if (kept(kAblGdn)) gdn_recurrent(st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, core_);
   if (ob) {  // norm + prepare, out_proj added to x
+    const QMatvecSource gn{QMatvecSource::Kind::GatedRmsNorm, core_, g.norm, z_, eps, static_cast<int>(Dv)};
+    if (src_in_launch({&g.out}, gn, T)) {  // or the norm inside out_proj's launch
+      accumulate_prepared(g.out, T, x, &gn);
+      return true;
+    }
     if (kept(kAblPrep)) k::gated_rms_norm_prep(s, core_, z_, g.norm, T, Hv, Dv, eps, gout_, ob, qws_);
     accumulate_prepared(g.out, T, x);
     return true;
@@ -196,7 +211,7 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
 // gate+up+SwiGLU of the K experts and the shared expert, one for down + combine + residual add
 // (k_moe.cu); other formats take the generic gathered matvec.
 void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, int64_t T, float* x, bool routed,
-                           const QNormInput* norm_in) {
+                           const QMatvecSource* norm_in) {
   cudaStream_t s = dev_.stream();
   const int64_t H = cfg_.hidden_size;
   MERE_CHECK(norm_in == nullptr || !cfg_.is_moe, "cuda engine", "the MoE block reads the normalised row: no norm inside a launch");
@@ -297,12 +312,12 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   const bool full = L.kind == LayerKind::Full;
   const int in_bits = full ? fuse_bits({&L.attn.q, &L.attn.k, &L.attn.v})
                            : fuse_bits({&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a});
-  const QNormInput in_norm{x, L.input_norm, eps};
-  const bool in_inside = in_bits && (full ? norm_in_launch({&L.attn.q, &L.attn.k, &L.attn.v}, in_norm, T)
-                                          : norm_in_launch({&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a}, in_norm, T));
+  const QMatvecSource in_norm{QMatvecSource::Kind::RmsNorm, x, L.input_norm, nullptr, eps, 0};
+  const bool in_inside = in_bits && (full ? src_in_launch({&L.attn.q, &L.attn.k, &L.attn.v}, in_norm, T)
+                                          : src_in_launch({&L.gdn.qkv, &L.gdn.z, &L.gdn.b, &L.gdn.a}, in_norm, T));
   if (!in_bits) k::rms_norm(s, x, H, L.input_norm, T, H, eps, xn_, H);
   else if (!in_inside && kept(kAblNorm)) k::rms_norm_prep(s, x, nullptr, L.input_norm, T, H, eps, xn_, in_bits, qws_);
-  const QNormInput* nin = in_inside ? &in_norm : nullptr;
+  const QMatvecSource* nin = in_inside ? &in_norm : nullptr;
   const bool added = full ? attention_block(L.attn, xn_, in_bits != 0, T, kc, vc, pos, x, nin)
                           : gdn_block(L.gdn, st, L.index, xn_, in_bits != 0, T, trace_row0, x, nin);
   const int ffn_bits = cfg_.is_moe ? fuse_bits({&L.router, &L.shared_gate}) : fuse_bits({&L.mlp.gate, &L.mlp.up});
@@ -317,8 +332,8 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
     ffn_block(L, xn_, true, T, x, true);
     return;
   }
-  const QNormInput post_norm{x, L.post_norm, eps};
-  if (ffn_bits && !cfg_.is_moe && added && norm_in_launch({&L.mlp.gate, &L.mlp.up}, post_norm, T)) {
+  const QMatvecSource post_norm{QMatvecSource::Kind::RmsNorm, x, L.post_norm, nullptr, eps, 0};
+  if (ffn_bits && !cfg_.is_moe && added && src_in_launch({&L.mlp.gate, &L.mlp.up}, post_norm, T)) {
     ffn_block(L, xn_, true, T, x, false, &post_norm);  // dense: the norm inside gate + up's launch
     return;
   }
