@@ -691,8 +691,8 @@ int main(int argc, char** argv) {
     const std::string dir = synth_q4(g, 24, "mere-engine-check-moe-q4");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_ROUTE", "separate", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_NORM", "separate", false, "qwen35-moe-tiny");
-    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_NORM_MV", "separate", false, "qwen35-moe-tiny");
-    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_PREP_MV", "separate", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_NORM_MV", "fused", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_PREP_MV", "fused", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_BLOCK", "on", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_ARGMAX", "block", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-moe-tiny");
@@ -709,8 +709,8 @@ int main(int argc, char** argv) {
     const std::string dir = synth_q4(geometry_preset("qwen3.5-0.8b"), 15, "mere-engine-check-0.8b-q4");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
-    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_NORM_MV", "separate", false, "qwen35-dense-tiny");
-    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREP_MV", "separate", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_NORM_MV", "fused", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_PREP_MV", "fused", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_ATTN_COMBINE", "v1", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_CONV", "tokens", false, "qwen35-dense-tiny");
@@ -728,8 +728,8 @@ int main(int argc, char** argv) {
     q.force = true;
     quantize_checkpoint(q);
     fusion(root, "qwen35-dense-tiny", q.out_dir);
-    env_pair(root, "qwen35-dense-tiny", q.out_dir, "MERE_CUDA_NORM_MV", "separate");
-    env_pair(root, "qwen35-dense-tiny", q.out_dir, "MERE_CUDA_PREP_MV", "separate");
+    env_pair(root, "qwen35-dense-tiny", q.out_dir, "MERE_CUDA_NORM_MV", "fused");
+    env_pair(root, "qwen35-dense-tiny", q.out_dir, "MERE_CUDA_PREP_MV", "fused");
     prefill_pair(root, "qwen35-dense-tiny", q.out_dir, "MERE_CUDA_PREFILL_GLUE", "separate");
   });
   std::printf("engine_check: %d checks, %d failed\n", g_checks, g_fail);
