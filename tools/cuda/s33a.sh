@@ -10,6 +10,8 @@
 #     (the RMSNorms' own launches) vs MERE_CUDA_PREP_MV=separate (the gated norm's and the attention
 #     gate's), 35B-A3B and 27B, two alternating rounds;
 #  3. on an H200: the receipts' runs (512-token prompt, 5 reps) and the 27B verification w1/4/8/9 (mma).
+# Ran once (LIMIT=430, H100): bench/cuda/s33/h100-a; after it both switches became opt-in (6b6ab5b), so
+# with this tree's binaries the default is the separate form and "=separate" changes nothing.
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-540} . tools/cuda/call_prelude.sh
 # `ab3 NAME DIR`: the default, MERE_CUDA_NORM_MV=separate, MERE_CUDA_PREP_MV=separate, alternating, 2 rounds
 ab3() {

@@ -4,6 +4,7 @@
 #  1. §5.17's ablation on this session's step (the inputs computed inside the projections): the trace
 #     build's `mere.run bench` with MERE_CUDA_ABLATE leaving each kind of kernel out, 35B-A3B then 27B;
 #  2. on an H200: the receipts' runs (512-token prompt, 5 reps).
+# Not run (session 33 had no device time left for it).
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-480} . tools/cuda/call_prelude.sh
 ablate() {  # geometry-name dir kinds...
   local name=$1 dir=$2; shift 2

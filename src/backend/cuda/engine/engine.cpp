@@ -62,7 +62,8 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
   moe_route_fused_ = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate"}) != 1;
   moe_norm_fused_ = env_choice("MERE_CUDA_MOE_NORM", {"fused", "separate"}) != 1;
-  // opt-in until a GPU run has checked them (bitwise) and measured them (docs/cuda-kernels.md §5.19)
+  // opt-in: bitwise, but measured no faster (norms) and 13-15% slower (gated norm + gate) on an H100
+  // (s33a, docs/cuda-kernels.md §5.19)
   norm_mv_fused_ = env_choice("MERE_CUDA_NORM_MV", {"fused", "separate"}) == 0;
   prep_mv_fused_ = env_choice("MERE_CUDA_PREP_MV", {"fused", "separate"}) == 0;
   step_norm_fused_ = env_choice("MERE_CUDA_STEP_NORM", {"fused", "separate"}) == 0;
