@@ -417,17 +417,9 @@ namespace {
 int64_t int_grid(int index, const IntVariant* v, int64_t T, int64_t total, int sms, int* nb) {
   return qi::ring_grid(occupancy(index, T, v->fns[T - 1]), sms, v->R, total, nb);
 }
-}  // namespace
 
-void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
-                  const QMatvecConfig& cfg, int sms) {
-  if (cfg.integer == kGroupMma) return q4gm_launch(s, outs, n, ws, T, cols, cfg, sms);
-  if (cfg.integer == kIntMma) {  // else the register kernel: the same rows bitwise (one contract)
-    if (T <= 4 && q4imma_supported(outs, n)) return q4imma_launch(s, outs, n, ws, T, cols, cfg);
-    return q4int_launch(s, outs, n, ws, T, cols, q4int_default(T, IntImpl::Register), sms);
-  }
-  int64_t total = 0;
-  for (int i = 0; i < n; ++i) total += outs[i].W.rows;
+// The launch arguments of up to kMaxMultiMatrices matrices in one flat row space.
+IntArgs int_args(const QMatvecOut* outs, int n) {
   IntArgs args{};
   args.n = n;
   int64_t end = 0;
@@ -437,7 +429,37 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
     args.m[i] = qi::IntMat{reinterpret_cast<const uint4*>(W.codes), W.scales, W.biases, outs[i].y,
                            static_cast<int>(W.rows), static_cast<int>(end), outs[i].accumulate ? 1 : 0};
   }
-  args.total = static_cast<int>(total);
+  args.total = static_cast<int>(end);
+  return args;
+}
+
+// The fit (kIntFitRows): of the U = 1 shapes with R = 4, 3, 2 the one whose batches leave the fewest row
+// slots empty (nb * R, ties to the larger R: x digits are shared by more rows); at the 27B shapes warps
+// hold 8-9 rows, which fill 3 batches of 3 but only 9 of 12 slots of 4. Sets *index, *blocks, *nb.
+const IntVariant* fit_variant(int64_t T, int64_t total, int sms, int* index, int64_t* blocks, int* nb) {
+  const IntVariant* v = nullptr;
+  int64_t best = 0;
+  for (int R : {4, 3, 2}) {
+    int i = 0, cnb = 0;
+    const IntVariant* c = find_int(T, R, 1, &i);
+    if (c == nullptr) continue;
+    const int64_t cblocks = int_grid(i, c, T, total, sms, &cnb);
+    const int64_t slots = static_cast<int64_t>(cnb) * R * cblocks * kWarps;
+    if (v == nullptr || slots < best) v = c, *index = i, best = slots, *blocks = cblocks, *nb = cnb;
+  }
+  return v;
+}
+}  // namespace
+
+void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws, int64_t T, int64_t cols,
+                  const QMatvecConfig& cfg, int sms) {
+  if (cfg.integer == kGroupMma) return q4gm_launch(s, outs, n, ws, T, cols, cfg, sms);
+  if (cfg.integer == kIntMma) {  // else the register kernel: the same rows bitwise (one contract)
+    if (T <= 4 && q4imma_supported(outs, n)) return q4imma_launch(s, outs, n, ws, T, cols, cfg);
+    return q4int_launch(s, outs, n, ws, T, cols, q4int_default(T, IntImpl::Register), sms);
+  }
+  const IntArgs args = int_args(outs, n);
+  const int64_t total = args.total;
   if (cfg.integer == kIntPipelined) {
     // the pipelined kernel needs an even group count and aligned rows; else the register kernel,
     // whose rows are bitwise the same (one contract)
@@ -449,19 +471,7 @@ void q4int_launch(cudaStream_t s, const QMatvecOut* outs, int n, const float* ws
   int64_t blocks = 0;
   const IntVariant* v = nullptr;
   if (cfg.rows_per_warp == kIntFitRows) {
-    // fit (the default): of the U = 1 shapes with R = 4, 3, 2 the one
-    // whose batches leave the fewest row slots empty (nb * R, ties to the larger R: x digits are
-    // shared by more rows); at the 27B shapes warps hold 8-9 rows, which fill 3 batches of 3 but
-    // only 9 of 12 slots of 4
-    int64_t best = 0;
-    for (int R : {4, 3, 2}) {
-      int i = 0, cnb = 0;
-      const IntVariant* c = find_int(T, R, 1, &i);
-      if (c == nullptr) continue;
-      const int64_t cblocks = int_grid(i, c, T, total, sms, &cnb);
-      const int64_t slots = static_cast<int64_t>(cnb) * R * cblocks * kWarps;
-      if (v == nullptr || slots < best) v = c, index = i, best = slots, blocks = cblocks, nb = cnb;
-    }
+    v = fit_variant(T, total, sms, &index, &blocks, &nb);
   } else {
     v = find_int(T, cfg.rows_per_warp, cfg.unroll, &index, cfg.stages == kIntDoubleBuffer);
     if (v != nullptr) blocks = int_grid(index, v, T, total, sms, &nb);
@@ -484,16 +494,8 @@ void q4int_src_launch(cudaStream_t s, const QMatvecOut* outs, int n, const QMatv
                       const QMatvecConfig& cfg, int sms) {
   MERE_CHECK(cols % 64 == 0 && cols <= kSrcMaxCols && q4int_src_smem(cols) <= 48 * 1024, "qmatvec_src",
              "the input computed inside the launch takes widths that are multiples of 64 up to ", kSrcMaxCols, ", got ", cols);
-  IntArgs args{};
-  args.n = n;
-  int64_t end = 0;
-  for (int i = 0; i < n; ++i) {
-    const QWeightView& W = outs[i].W;
-    end += W.rows;
-    args.m[i] = qi::IntMat{reinterpret_cast<const uint4*>(W.codes), W.scales, W.biases, outs[i].y,
-                           static_cast<int>(W.rows), static_cast<int>(end), outs[i].accumulate ? 1 : 0};
-  }
-  args.total = static_cast<int>(end);
+  const IntArgs args = int_args(outs, n);
+  const int64_t end = args.total;
   // a register shape (the fit picks R per launch as q4int_launch does); else the default register shape
   QMatvecConfig c = cfg;
   if (c.integer != 1 || !q4int_available(1, c)) c = q4int_default(1, IntImpl::Register);
@@ -502,15 +504,9 @@ void q4int_src_launch(cudaStream_t s, const QMatvecOut* outs, int n, const QMatv
   if (c.rows_per_warp == kIntFitRows) {
     // the fit's rule on the plain kernels' grids (the SRC grid differs only where shared memory
     // lowers the occupancy); the same bits whatever R
-    int64_t best = 0;
-    for (int R : {4, 3, 2}) {
-      int i = 0, cnb = 0;
-      const IntVariant* cv = find_int(1, R, 1, &i);
-      if (cv == nullptr) continue;
-      const int64_t cblocks = int_grid(i, cv, 1, end, sms, &cnb);
-      const int64_t slots = static_cast<int64_t>(cnb) * R * cblocks * kWarps;
-      if (v == nullptr || slots < best) v = cv, index = i, best = slots;
-    }
+    int64_t fb = 0;
+    int fnb = 0;
+    v = fit_variant(1, end, sms, &index, &fb, &fnb);
   } else {
     v = find_int(1, c.rows_per_warp, c.unroll, &index, c.stages == kIntDoubleBuffer);
   }
