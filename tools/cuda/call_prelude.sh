@@ -74,3 +74,15 @@ ab() {
     done
   done
 }
+# `ablate NAME DIR KINDS...`: the trace build's `mere.run bench` (trace/mere.run: make_carry.sh --trace) with
+# MERE_CUDA_ABLATE=each KINDS entry ("" = nothing left out) into $OUT/abl-NAME-KINDS.json, a bench_summary
+# line each; stops when 40 s no longer fit (left).
+ablate() {
+  local name=$1 dir=$2; shift 2
+  for kinds in "$@"; do
+    left 40 || break
+    local tag=${kinds:-none}
+    MERE_CUDA_ABLATE=$kinds timeout 60 $B/trace/mere.run bench --model $dir --backend cuda --prompt-tokens 64 --gen-tokens 128 \
+      --reps 3 --json >$OUT/abl-$name-${tag//,/+}.json 2>/dev/null && bench_summary $OUT/abl-$name-${tag//,/+}.json "$name ablate $tag"
+  done
+}

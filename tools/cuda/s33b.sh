@@ -6,15 +6,6 @@
 #  2. on an H200: the receipts' runs (512-token prompt, 5 reps).
 # Not run (session 33 had no device time left for it).
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-480} . tools/cuda/call_prelude.sh
-ablate() {  # geometry-name dir kinds...
-  local name=$1 dir=$2; shift 2
-  for kinds in "$@"; do
-    left 40 || break
-    local tag=${kinds:-none}
-    MERE_CUDA_ABLATE=$kinds timeout 60 $B/trace/mere.run bench --model $dir --backend cuda --prompt-tokens 64 --gen-tokens 128 \
-      --reps 3 --json >$OUT/abl-$name-${tag//,/+}.json 2>/dev/null && bench_summary $OUT/abl-$name-${tag//,/+}.json "$name ablate $tag"
-  done
-}
 D35=/tmp/synth-35b
 $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
 timeout 60 $B/mere.run bench --model $D35 --backend cuda --prompt-tokens 64 --gen-tokens 128 --reps 3 --json \
