@@ -86,3 +86,10 @@ ablate() {
       --reps 3 --json >$OUT/abl-$name-${tag//,/+}.json 2>/dev/null && bench_summary $OUT/abl-$name-${tag//,/+}.json "$name ablate $tag"
   done
 }
+# `receipt NAME DIR`: on an H200 only, the receipts' run (512-token prompt, 128 generated, 5 reps) into
+# $OUT/engine-NAME.json with a bench_summary line.
+receipt() {
+  grep -q H200 $OUT/gpu0.txt && left 60 || return 0
+  timeout 80 $B/mere.run bench --model $2 --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 5 --json \
+    >$OUT/engine-$1.json 2>/dev/null && bench_summary $OUT/engine-$1.json $1
+}

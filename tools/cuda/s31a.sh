@@ -31,15 +31,6 @@ for s in d['scenarios']:
   print('$order r$r baseline ms', sorted(b)[2], b, 'adaptive ms', sorted(a)[2], a)" $OUT/c5-$order-r$r.json
   done
 done; pack
-ablate() {  # geometry-name dir kinds...
-  local name=$1 dir=$2; shift 2
-  for kinds in "$@"; do
-    left 40 || break
-    local tag=${kinds:-none}
-    MERE_CUDA_ABLATE=$kinds timeout 60 $B/trace/mere.run bench --model $dir --backend cuda --prompt-tokens 64 --gen-tokens 128 \
-      --reps 3 --json >$OUT/abl-$name-${tag//,/+}.json 2>/dev/null && bench_summary $OUT/abl-$name-${tag//,/+}.json "$name ablate $tag"
-  done
-}
 D27=/tmp/synth-27b; t1=$SECONDS
 $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet; echo "synth 27b $((SECONDS-t1)) s"
 timeout 60 $B/mere.run bench --model $D27 --backend cuda --prompt-tokens 64 --gen-tokens 128 --reps 3 --json \

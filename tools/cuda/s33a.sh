@@ -37,10 +37,7 @@ done; pack
 D35=/tmp/synth-35b
 $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
 ab3 35b $D35; pack
-if grep -q H200 $OUT/gpu0.txt && left 60; then
-  timeout 80 $B/mere.run bench --model $D35 --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 5 --json \
-    >$OUT/engine-35b-a3b.json 2>/dev/null && bench_summary $OUT/engine-35b-a3b.json 35b-a3b
-fi
+receipt 35b-a3b $D35
 rm -rf $D35; pack
 D27=/tmp/synth-27b
 left 100 && $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet

@@ -11,17 +11,11 @@ $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --ou
 timeout 60 $B/mere.run bench --model $D35 --backend cuda --prompt-tokens 64 --gen-tokens 128 --reps 3 --json \
   >$OUT/abl-35b-normal.json 2>/dev/null && bench_summary $OUT/abl-35b-normal.json "35b normal build"
 ablate 35b $D35 "" norm prep gdn attn moe mv norm,prep,gdn,attn; pack
-if grep -q H200 $OUT/gpu0.txt && left 60; then
-  timeout 80 $B/mere.run bench --model $D35 --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 5 --json \
-    >$OUT/engine-35b-a3b.json 2>/dev/null && bench_summary $OUT/engine-35b-a3b.json 35b-a3b
-fi
+receipt 35b-a3b $D35
 rm -rf $D35; pack
 D27=/tmp/synth-27b
 left 100 && $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
-if grep -q H200 $OUT/gpu0.txt && left 60; then
-  timeout 80 $B/mere.run bench --model $D27 --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 5 --json \
-    >$OUT/engine-27b.json 2>/dev/null && bench_summary $OUT/engine-27b.json 27b
-fi
+receipt 27b $D27
 ablate 27b $D27 "" norm prep gdn attn; pack
 rm -rf $D27
 echo "total $((SECONDS-t0))s"; pack
