@@ -443,7 +443,7 @@ std::string synth_q4(const Geometry& g, uint64_t seed, const char* name) {
 // The engine loaded with `var` unset (the default) against `var`=`value`: decode, verification and
 // MTP-head logits bitwise, greedy generations equal (switches that must not change a bit), and each
 // engine's MTP generation equal to its own plain one (the exactness contract). `var` is
-// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_NORM, MERE_CUDA_NORM_MV, MERE_CUDA_PREP_MV, MERE_CUDA_MOE_BLOCK,
+// read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_NORM, MERE_CUDA_MOE_LOADS, MERE_CUDA_NORM_MV, MERE_CUDA_PREP_MV, MERE_CUDA_MOE_BLOCK,
 // MERE_CUDA_STEP_NORM, MERE_CUDA_MV_TUNE's table): two loads side by side.
 // A derived checkpoint (not under models/) is also held to the CPU reference.
 void env_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
@@ -670,6 +670,9 @@ int main(int argc, char** argv) {
   guarded("qwen35-moe-tiny norm + router in one launch", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_NORM", "separate");
   });
+  guarded("qwen35-moe-tiny MoE loads (rows, the default, vs sets)", [&] {
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_LOADS", "sets");
+  });
   guarded("qwen35-moe-tiny MoE block in one launch", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_BLOCK", "on");
   });
@@ -683,7 +686,7 @@ int main(int argc, char** argv) {
   // top-8) and width, the split argmax (the default) against the one-block form over the real
   // vocabulary, and the one-launch GDN middle at the real heads: a random 4-bit checkpoint of the
   // 35B-A3B shapes cut to 4 layers
-  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, norm + router, norms and gates in the projections, MoE block, argmax block, GDN block, conv tokens", [&] {
+  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, norm + router, MoE loads, norms and gates in the projections, MoE block, argmax block, GDN block, conv tokens", [&] {
     Geometry g = geometry_preset("qwen3.5-35b-a3b");
     g.num_hidden_layers = 4;
     g.layer_types.clear();
@@ -691,6 +694,7 @@ int main(int argc, char** argv) {
     const std::string dir = synth_q4(g, 24, "mere-engine-check-moe-q4");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_ROUTE", "separate", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_NORM", "separate", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_LOADS", "sets", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_NORM_MV", "fused", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_PREP_MV", "fused", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_BLOCK", "on", false, "qwen35-moe-tiny");

@@ -62,6 +62,12 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   fuse_ = !(fu && std::strcmp(fu, "0") == 0) && !qmatvec_tensor_cores(4);
   moe_route_fused_ = env_choice("MERE_CUDA_MOE_ROUTE", {"fused", "separate"}) != 1;
   moe_norm_fused_ = env_choice("MERE_CUDA_MOE_NORM", {"fused", "separate"}) != 1;
+  {
+    const int ml = env_choice("MERE_CUDA_MOE_LOADS", {"rows", "sets", "router", "gate_up", "down"});
+    constexpr unsigned kMask[] = {0u, kMoeSetsRouter | kMoeSetsGateUp | kMoeSetsDown, kMoeSetsRouter, kMoeSetsGateUp,
+                                  kMoeSetsDown};
+    moe_sets_ = ml < 0 ? 0u : kMask[ml];
+  }
   // opt-in: bitwise, but measured no faster (norms) and 13-15% slower (gated norm + gate) on an H100
   // (s33a, docs/cuda-kernels.md §5.19)
   norm_mv_fused_ = env_choice("MERE_CUDA_NORM_MV", {"fused", "separate"}) == 0;

@@ -234,14 +234,14 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
   if (!kept(kAblMoe)) return;
   if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K)) {
     k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
-                         ridx_, rw_, xn, T, K, eg_, f1_);
-    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
+                         ridx_, rw_, xn, T, K, eg_, f1_, moe_sets_ & kMoeSetsGateUp);
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_sets_ & kMoeSetsDown);
     return;
   }
   k::moe_route(s, rlog_, T, E, K, cfg_.norm_topk_prob, ridx_, rw_);
   if (fused) {
-    k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_);
-    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x);
+    k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_, moe_sets_ & kMoeSetsGateUp);
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_sets_ & kMoeSetsDown);
     return;
   }
   k::gemv(s, L.experts.gate, xn, T * K, K, ridx_, eg_);
@@ -328,7 +328,7 @@ void CudaEngine::decoder_layer(const DLayer& L, CudaSeqState& st, float* x, int6
   }
   if (ffn_bits && cfg_.is_moe && added && moe_norm_fused_ && kept(kAblNorm) && kept(kAblMv) &&
       k::moe_norm_router_supported(L.router, L.shared_gate, x, L.post_norm, xn_)) {  // norm + router, one launch
-    k::moe_norm_router(s, x, L.post_norm, eps, L.router, L.shared_gate, T, xn_, rlog_, sg_);
+    k::moe_norm_router(s, x, L.post_norm, eps, L.router, L.shared_gate, T, xn_, rlog_, sg_, moe_sets_ & kMoeSetsRouter);
     ffn_block(L, xn_, true, T, x, true);
     return;
   }

@@ -51,12 +51,14 @@ struct RouteIn {
 // ROUTE: each expert block first routes its token with warp 0 (route_token, the moe_route kernel's
 // code: the same ids and weights) while the other warps stage x, so no routing launch sits between
 // the router matvec and this one; block (0, 0) of the token also writes idx / w for moe_down.
-template <int BITS, bool ROUTE>
+// SETS (kernels.h moe_gate_up's `sets`; rows of at most two chunk sets): each warp asks for its rows'
+// chunks and their scales at once (load_sets); else the first set, then the scales and the second set
+// as the dot reaches them. The same sums (dot_sets runs dot_rows' per-chunk steps).
+template <int BITS, bool ROUTE, bool SETS>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_gate_up_kernel(DMat gate, DMat up, DMat sgate, DMat sup, const int32_t* __restrict__ idx,
                        const float* __restrict__ x, int K, float* __restrict__ h, float* __restrict__ hs,
                        RouteIn route) {
-  pdl_begin();
   using G = Geo<BITS>;
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
@@ -73,8 +75,20 @@ __global__ void __launch_bounds__(kWarps * 32)
   const uint16_t* usc = shared ? sup.scales : up.scales;
   const uint16_t* ubi = shared ? sup.biases : up.biases;
   const int rb = blockIdx.x * kWarps * kUpRows;
-  if (rb >= rows) return;  // the whole block
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int r0 = rb + warp * kUpRows;
+  // the rows of expert `expert` (the shared expert's: 0) this warp dots: gate rows, then up rows
+  auto qrows = [&](int64_t expert, QRow (&rr)[2 * kUpRows]) {
+    const int64_t base = expert * rows, ng = H / 64;
+#pragma unroll
+    for (int i = 0; i < kUpRows; ++i) {
+      const int64_t row = base + min(r0 + i, rows - 1);
+      rr[i] = QRow{reinterpret_cast<const uint4*>(gdata) + row * nchunk, gsc + row * ng, gbi + row * ng, 0};
+      rr[kUpRows + i] = QRow{reinterpret_cast<const uint4*>(udata) + row * nchunk, usc + row * ng, ubi + row * ng, 0};
+    }
+  };
+  pdl_begin();
+  if (rb >= rows) return;  // the whole block
   bool staged = false;
   int64_t expert = 0;
   if constexpr (ROUTE) {
@@ -93,24 +107,26 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   if (!ROUTE && !shared) expert = idx[t * K + k];
-  const int64_t base = expert * rows;
-  const int r0 = rb + warp * kUpRows;
-  QRow rr[2 * kUpRows];
-#pragma unroll
-  for (int i = 0; i < kUpRows; ++i) {
-    const int r = min(r0 + i, rows - 1);
-    const int64_t row = base + r, ng = H / 64;
-    rr[i] = QRow{reinterpret_cast<const uint4*>(gdata) + row * nchunk, gsc + row * ng, gbi + row * ng, 0};
-    rr[kUpRows + i] = QRow{reinterpret_cast<const uint4*>(udata) + row * nchunk, usc + row * ng, ubi + row * ng, 0};
-  }
-  uint4 wv[2 * kUpRows];
-  load_rows<BITS, 2 * kUpRows>(rr, lane, nchunk, wv);  // in flight while x is staged
-  if (!staged) {
-    fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum);
-    __syncthreads();
-  }
   float d[2 * kUpRows];
-  dot_rows<BITS, 2 * kUpRows>(rr, nchunk, xs, xsum, wv, d);
+  QRow rr[2 * kUpRows];
+  qrows(expert, rr);
+  if constexpr (SETS) {
+    RowSets<2 * kUpRows, 2> q;
+    load_sets<BITS>(rr, nchunk, q);  // in flight while x is staged
+    if (!staged) {
+      fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum);
+      __syncthreads();
+    }
+    dot_sets<BITS>(rr, nchunk, xs, xsum, q, d);
+  } else {
+    uint4 wv[2 * kUpRows];
+    load_rows<BITS, 2 * kUpRows>(rr, lane, nchunk, wv);  // in flight while x is staged
+    if (!staged) {
+      fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum);
+      __syncthreads();
+    }
+    dot_rows<BITS, 2 * kUpRows>(rr, nchunk, xs, xsum, wv, d);
+  }
   if (lane < kUpRows && r0 + lane < rows) {
     float gv = d[0], uv = d[kUpRows];
 #pragma unroll
@@ -123,12 +139,14 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // grid (ceil(H / kWarps), T); warp = one output row i. x in shared: h[t] (K*Ie) then hs[t] (Is).
-template <int BITS>
+// SETS (`sets`): the shared expert's row with its scales before the PDL wait, each
+// group of expert rows with its scales at once, the routing weights, the shared gate and the residual
+// asked for before the barrier; else the scales as the dot reaches them. The same sums and order.
+template <int BITS, bool SETS>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     moe_down_kernel(DMat down, DMat sdown, const int32_t* __restrict__ idx, const float* __restrict__ w,
                     const float* __restrict__ sg, const float* __restrict__ h, const float* __restrict__ hs, int K,
                     bool residual, float* __restrict__ out) {
-  pdl_begin();
   using G = Geo<BITS>;
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
@@ -137,21 +155,39 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   float* xsum = xs + nchunk * G::S;
   const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = min(static_cast<int>(blockIdx.x) * kWarps + warp, H - 1);
+  QRow rs[1] = {qrow(sdown, i, K * ce)};
+  RowSets<1, 1> qs;
+  if constexpr (SETS) load_sets<BITS>(rs, cs, qs);  // weights only, before the wait
+  pdl_begin();
   const int32_t* id = idx + t * K;
   QRow rr[kDownGroup];
   uint4 wv[kDownGroup];
+  RowSets<kDownGroup, 1> qe;
+  float wk[kDownGroup];
   auto setup = [&](int g0) {
 #pragma unroll
     for (int m = 0; m < kDownGroup; ++m) {
       const int mm = min(g0 + m, K - 1);
       rr[m] = qrow(down, static_cast<int64_t>(id[mm]) * H + i, mm * ce);
     }
-    load_rows<BITS, kDownGroup>(rr, lane, ce, wv);
+    if constexpr (SETS) {
+      load_sets<BITS>(rr, ce, qe);
+#pragma unroll
+      for (int m = 0; m < kDownGroup; ++m) wk[m] = g0 + m < K ? w[t * K + g0 + m] : 0.0f;
+    } else {
+      load_rows<BITS, kDownGroup>(rr, lane, ce, wv);
+    }
   };
   setup(0);
-  QRow rs[1] = {qrow(sdown, i, K * ce)};
   uint4 ws[1];
-  load_rows<BITS, 1>(rs, lane, cs, ws);
+  if constexpr (!SETS) load_rows<BITS, 1>(rs, lane, cs, ws);
+  const bool writer = lane == 0 && static_cast<int>(blockIdx.x) * kWarps + warp < H;
+  float* o = out + static_cast<int64_t>(t) * H + i;
+  float sgt = 0.0f, res = 0.0f;
+  if constexpr (SETS) {
+    sgt = sg[t];
+    if (writer && residual) res = *o;
+  }
   fill_x<BITS>(h + static_cast<int64_t>(t) * K * Ie, K * ce, xs, xsum);
   fill_x<BITS>(hs + static_cast<int64_t>(t) * Is, cs, xs + K * ce * G::S, xsum + K * ce);
   __syncthreads();
@@ -159,19 +195,28 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   for (int g0 = 0; g0 < K; g0 += kDownGroup) {
     if (g0 > 0) setup(g0);
     float d[kDownGroup];
-    dot_rows<BITS, kDownGroup>(rr, ce, xs, xsum, wv, d);
+    if constexpr (SETS) {
+      dot_sets<BITS>(rr, ce, xs, xsum, qe, d);
 #pragma unroll
-    for (int m = 0; m < kDownGroup; ++m)
-      if (g0 + m < K) acc = __fmaf_rn(w[t * K + g0 + m], d[m], acc);
+      for (int m = 0; m < kDownGroup; ++m)
+        if (g0 + m < K) acc = __fmaf_rn(wk[m], d[m], acc);
+    } else {
+      dot_rows<BITS, kDownGroup>(rr, ce, xs, xsum, wv, d);
+#pragma unroll
+      for (int m = 0; m < kDownGroup; ++m)
+        if (g0 + m < K) acc = __fmaf_rn(w[t * K + g0 + m], d[m], acc);
+    }
   }
   float ds[1];
-  dot_rows<BITS, 1>(rs, cs, xs, xsum, ws, ds);
-  const float s = sigmoid(sg[t]);
-  acc = __fmaf_rn(s, ds[0], acc);
-  if (lane == 0 && static_cast<int>(blockIdx.x) * kWarps + warp < H) {
-    float* o = out + static_cast<int64_t>(t) * H + i;
-    *o = residual ? __fadd_rn(*o, acc) : acc;
+  if constexpr (SETS) {
+    dot_sets<BITS>(rs, cs, xs, xsum, qs, ds);
+  } else {
+    dot_rows<BITS, 1>(rs, cs, xs, xsum, ws, ds);
+    sgt = sg[t];
+    if (writer && residual) res = *o;
   }
+  acc = __fmaf_rn(sigmoid(sgt), ds[0], acc);
+  if (writer) *o = residual ? __fadd_rn(res, acc) : acc;
 }
 
 __global__ void moe_combine_kernel(const float* y, const float* w, const float* shared, const float* sg, int K, int H,
@@ -213,31 +258,36 @@ bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, con
 
 namespace {
 void launch_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
-                    const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, const RouteIn* route) {
+                    const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, const RouteIn* route,
+                    bool sets) {
   const int64_t rows = std::max(gate.rows, sgate.rows);
   dim3 grid(static_cast<unsigned>((rows + kWarps * kUpRows - 1) / (kWarps * kUpRows)), static_cast<unsigned>(K + 1),
             static_cast<unsigned>(T));
   const size_t smem = (smem_floats(gate.bits, gate.cols) + (route ? static_cast<size_t>(route->E + 2 * K) : 0)) * 4;
   const RouteIn r = route ? *route : RouteIn{};
   const int k = static_cast<int>(K);
+  sets = sets && fits_sets(gate.cols * gate.bits / 128, 2);
+  auto go = [&](const char* name, auto kernel) {
+    launch(name, kernel, grid, kWarps * 32, smem, s, gate, up, sgate, sup, idx, x, k, h, hs, r);
+  };
   if (gate.bits == 4 && route)
-    launch("moe_gate_up_kernel<4> (routing)", &moe_gate_up_kernel<4, true>, grid, kWarps * 32, smem, s, gate, up,
-           sgate, sup, idx, x, k, h, hs, r);
+    sets ? go("moe_gate_up_kernel<4> (routing)", &moe_gate_up_kernel<4, true, true>)
+         : go("moe_gate_up_kernel<4> (routing, rows)", &moe_gate_up_kernel<4, true, false>);
   else if (gate.bits == 4)
-    launch("moe_gate_up_kernel<4>", &moe_gate_up_kernel<4, false>, grid, kWarps * 32, smem, s, gate, up, sgate, sup,
-           idx, x, k, h, hs, r);
+    sets ? go("moe_gate_up_kernel<4>", &moe_gate_up_kernel<4, false, true>)
+         : go("moe_gate_up_kernel<4> (rows)", &moe_gate_up_kernel<4, false, false>);
   else if (route)
-    launch("moe_gate_up_kernel<8> (routing)", &moe_gate_up_kernel<8, true>, grid, kWarps * 32, smem, s, gate, up,
-           sgate, sup, idx, x, k, h, hs, r);
+    sets ? go("moe_gate_up_kernel<8> (routing)", &moe_gate_up_kernel<8, true, true>)
+         : go("moe_gate_up_kernel<8> (routing, rows)", &moe_gate_up_kernel<8, true, false>);
   else
-    launch("moe_gate_up_kernel<8>", &moe_gate_up_kernel<8, false>, grid, kWarps * 32, smem, s, gate, up, sgate, sup,
-           idx, x, k, h, hs, r);
+    sets ? go("moe_gate_up_kernel<8>", &moe_gate_up_kernel<8, false, true>)
+         : go("moe_gate_up_kernel<8> (rows)", &moe_gate_up_kernel<8, false, false>);
 }
 }  // namespace
 
 void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
-                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs) {
-  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, nullptr);
+                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, bool sets) {
+  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, nullptr, sets);
 }
 
 bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K) {
@@ -248,23 +298,26 @@ bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K) {
 
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
-                       int64_t K, float* h, float* hs) {
+                       int64_t K, float* h, float* hs, bool sets) {
   MERE_CHECK(moe_route_gate_up_supported(gate, E, K), "cuda moe", "routing gate/up: unsupported experts E ", E,
              " top-k ", K, " or width ", gate.cols);
   const RouteIn r{logits, static_cast<int>(E), renorm, idx, w, topk_sorted()};
-  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r);
+  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r, sets);
 }
 
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
-              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out) {
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out, bool sets) {
   dim3 grid(static_cast<unsigned>((down.rows + kWarps - 1) / kWarps), static_cast<unsigned>(T));
   const size_t smem = smem_floats(down.bits, K * down.cols + sdown.cols) * 4;
+  sets = sets && fits_sets(down.cols * down.bits / 128, 1) && fits_sets(sdown.cols * down.bits / 128, 1);
+  auto go = [&](const char* name, auto kernel) {
+    launch(name, kernel, grid, kWarps * 32, smem, s, down, sdown, idx, w, sg, h, hs, static_cast<int>(K), residual,
+           out);
+  };
   if (down.bits == 4)
-    launch("moe_down_kernel<4>", &moe_down_kernel<4>, grid, kWarps * 32, smem, s, down, sdown, idx, w, sg, h, hs,
-           static_cast<int>(K), residual, out);
+    sets ? go("moe_down_kernel<4>", &moe_down_kernel<4, true>) : go("moe_down_kernel<4> (rows)", &moe_down_kernel<4, false>);
   else
-    launch("moe_down_kernel<8>", &moe_down_kernel<8>, grid, kWarps * 32, smem, s, down, sdown, idx, w, sg, h, hs,
-           static_cast<int>(K), residual, out);
+    sets ? go("moe_down_kernel<8>", &moe_down_kernel<8, true>) : go("moe_down_kernel<8> (rows)", &moe_down_kernel<8, false>);
 }
 
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,

@@ -246,47 +246,56 @@ __device__ __forceinline__ void prefetch_row(const uint4* codes, int first, int 
   for (int j = first; j < nchunk; j += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(codes + j));
 }
 
+// One chunk set's step of NR row-dots: chunk j of each row (codes w, group scale sv / bias bv as
+// loaded) against shared x, into acc (the contract's per-chunk order). dot_rows and dot_sets both run
+// it, so a row's sum has the same bits whichever way its codes and scales were asked for.
 template <int BITS, int NR>
-__device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const float* xs, const float* xsum,
-                                         uint4 (&wv)[NR], float (&out)[NR]) {
+__device__ __forceinline__ void chunk_dot(const QRow (&r)[NR], int j, const float* xs, const float* xsum,
+                                          const uint4 (&wv)[NR], const uint16_t (&sv)[NR], const uint16_t (&bv)[NR],
+                                          float (&acc)[NR]) {
   using G = Geo<BITS>;
-  const int lane = threadIdx.x & 31;
-  float acc[NR];
+  float qx[NR];
 #pragma unroll
-  for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
-  for (int j = lane; j < nchunk; j += 32) {
-    const int g = j * G::E / 64;
-    float qx[NR];
+  for (int i = 0; i < NR; ++i) qx[i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < NR; ++i) qx[i] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-#pragma unroll
-      for (int i = 0; i < NR; ++i) {
-        const float4* xp = reinterpret_cast<const float4*>(xs + (r[i].xoff + j) * G::S + k * G::PW);
-        float xv[G::PW];
-#pragma unroll
-        for (int e = 0; e < G::PW; e += 4) {
-          const float4 v4 = xp[e / 4];
-          xv[e] = v4.x;
-          xv[e + 1] = v4.y;
-          xv[e + 2] = v4.z;
-          xv[e + 3] = v4.w;
-        }
-        const uint32_t word = k == 0 ? wv[i].x : (k == 1 ? wv[i].y : (k == 2 ? wv[i].z : wv[i].w));
-        float d[G::PW];
-        dequant_word<BITS>(word, d);
-#pragma unroll
-        for (int e = 0; e < G::PW; ++e) qx[i] = __fmaf_rn(d[e], xv[e], qx[i]);
-      }
-    }
+  for (int k = 0; k < 4; ++k) {
 #pragma unroll
     for (int i = 0; i < NR; ++i) {
-      const float s = bf(__ldg(r[i].sc + g)), b = bf(__ldg(r[i].bi + g));
-      acc[i] = __fmaf_rn(s, qx[i], __fmaf_rn(b, xsum[r[i].xoff + j], acc[i]));
+      const float4* xp = reinterpret_cast<const float4*>(xs + (r[i].xoff + j) * G::S + k * G::PW);
+      float xv[G::PW];
+#pragma unroll
+      for (int e = 0; e < G::PW; e += 4) {
+        const float4 v4 = xp[e / 4];
+        xv[e] = v4.x;
+        xv[e + 1] = v4.y;
+        xv[e + 2] = v4.z;
+        xv[e + 3] = v4.w;
+      }
+      const uint32_t word = k == 0 ? wv[i].x : (k == 1 ? wv[i].y : (k == 2 ? wv[i].z : wv[i].w));
+      float d[G::PW];
+      dequant_word<BITS>(word, d);
+#pragma unroll
+      for (int e = 0; e < G::PW; ++e) qx[i] = __fmaf_rn(d[e], xv[e], qx[i]);
     }
-    if (j + 32 < nchunk) load_rows<BITS, NR>(r, j + 32, nchunk, wv);
   }
+#pragma unroll
+  for (int i = 0; i < NR; ++i) acc[i] = __fmaf_rn(bf(sv[i]), qx[i], __fmaf_rn(bf(bv[i]), xsum[r[i].xoff + j], acc[i]));
+}
+
+// The group scales and biases of chunk j of each row (j < nchunk).
+template <int BITS, int NR>
+__device__ __forceinline__ void load_scales(const QRow (&r)[NR], int j, uint16_t (&sv)[NR], uint16_t (&bv)[NR]) {
+  const int g = j * Geo<BITS>::E / 64;
+#pragma unroll
+  for (int i = 0; i < NR; ++i) {
+    sv[i] = __ldg(r[i].sc + g);
+    bv[i] = __ldg(r[i].bi + g);
+  }
+}
+
+// The warp's xor butterfly of each row's per-lane sums: every lane gets the row's dot.
+template <int NR>
+__device__ __forceinline__ void reduce_rows(const float (&acc)[NR], float (&out)[NR]) {
 #pragma unroll
   for (int i = 0; i < NR; ++i) {
     float v = acc[i];
@@ -294,6 +303,65 @@ __device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const 
     for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
     out[i] = v;
   }
+}
+
+// NR row-dots of nchunk chunks each over shared x (lane l: chunks l, l + 32, ...); the first set's codes
+// preloaded in wv (load_rows), the scales and later sets asked for as the loop reaches them.
+template <int BITS, int NR>
+__device__ __forceinline__ void dot_rows(const QRow (&r)[NR], int nchunk, const float* xs, const float* xsum,
+                                         uint4 (&wv)[NR], float (&out)[NR]) {
+  const int lane = threadIdx.x & 31;
+  float acc[NR];
+#pragma unroll
+  for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
+  for (int j = lane; j < nchunk; j += 32) {
+    uint16_t sv[NR], bv[NR];
+    load_scales<BITS, NR>(r, j, sv, bv);
+    chunk_dot<BITS, NR>(r, j, xs, xsum, wv, sv, bv, acc);
+    if (j + 32 < nchunk) load_rows<BITS, NR>(r, j + 32, nchunk, wv);
+  }
+  reduce_rows<NR>(acc, out);
+}
+
+// A row's chunks when they fit NS chunk sets (nchunk <= 32 NS; lane l: chunks l + 32 s, s < NS), with
+// their group scales and biases, all asked for at once (load_sets, before a barrier or the PDL wait),
+// so that dot_sets waits for one round trip where dot_rows waits for the codes, then the scales, then
+// each later set; the rows' addresses are dead once asked for.
+template <int NR, int NS>
+struct RowSets {
+  uint4 w[NS][NR];
+  uint16_t s[NS][NR], b[NS][NR];
+};
+
+// Whether rows of nchunk chunks fit NS sets (the callers' host-side check).
+constexpr bool fits_sets(int64_t nchunk, int NS) { return nchunk >= 1 && nchunk <= 32 * int64_t{NS}; }
+
+template <int BITS, int NR, int NS>
+__device__ __forceinline__ void load_sets(const QRow (&r)[NR], int nchunk, RowSets<NR, NS>& q) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int s = 0; s < NS; ++s) {
+    const int j = lane + 32 * s;
+    if (j < nchunk) {
+      load_rows<BITS, NR>(r, j, nchunk, q.w[s]);
+      load_scales<BITS, NR>(r, j, q.s[s], q.b[s]);
+    }
+  }
+}
+
+// dot_rows over the sets load_sets asked for (nchunk <= 32 NS): the same per-chunk steps in the same
+// order, so bitwise the same sums.
+template <int BITS, int NR, int NS>
+__device__ __forceinline__ void dot_sets(const QRow (&r)[NR], int nchunk, const float* xs, const float* xsum,
+                                         const RowSets<NR, NS>& q, float (&out)[NR]) {
+  const int lane = threadIdx.x & 31;
+  float acc[NR];
+#pragma unroll
+  for (int i = 0; i < NR; ++i) acc[i] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < NS; ++s)
+    if (lane + 32 * s < nchunk) chunk_dot<BITS, NR>(r, lane + 32 * s, xs, xsum, q.w[s], q.s[s], q.b[s], acc);
+  reduce_rows<NR>(acc, out);
 }
 
 constexpr int kWarps = 8;      // warps of a block

@@ -4,8 +4,8 @@
 // launch cost ~4.2 µs a layer that PDL did not hide (docs/cuda-kernels.md §5.17: 13% of a step for
 // the 81 norms). Here every block of the router launch computes the row's norm itself (16 KB from the
 // L2) and stages its prepared x in shared memory:
-//   before the PDL wait: each warp loads the first chunks of its router row (weights: never written)
-//   and asks the L2 for the rest;
+//   before the PDL wait: each warp loads the first chunks of its router row with their scales (weights:
+//   never written; MERE_CUDA_MOE_LOADS) and asks the L2 for the rest;
 //   the norm of x in rms_norm_v4's thread layout and order (k_norm.cuh): the same 1 / rms and y; block
 //   0 of each token stores y for the experts (moe_gate_up / moe_down read the float row);
 //   y staged as qmatvec's 8-bit SIMT x (fill_x: the prescale and chunk sums of q8_emit);
@@ -37,7 +37,12 @@ struct NormRouterArgs {
 
 // grid (ceil((E + 1) / kRouterWarps), T); warp w of block b: row b * kRouterWarps + w (< E: router,
 // == E: the shared gate).
-template <int RB>
+// SETS (kernels.h moe_norm_router's `sets`; rows of at most kRouterSets chunk sets): before the wait
+// each warp asks for its whole row with its scales (load_sets); else the first chunk set (the rest
+// from the L2) and the scales as the dot reaches them. The same sums (dot_sets runs dot_rows' steps).
+constexpr int kRouterSets = 4;  // 8-bit: H <= 2048
+
+template <int RB, bool SETS>
 __global__ void __launch_bounds__(kRouterThreads) moe_norm_router_kernel(const __grid_constant__ NormRouterArgs a) {
   using GR = Geo<RB>;
   extern __shared__ float4 smem4[];
@@ -51,9 +56,14 @@ __global__ void __launch_bounds__(kRouterThreads) moe_norm_router_kernel(const _
   const DMat& M = row < E ? a.router : a.shared_gate;  // a reference into the grid constant: no copy
   QRow rq[1] = {qrow(M, row < E ? row : 0, 0)};
   uint4 wv[1];
+  RowSets<1, kRouterSets> q;
   if (active) {  // weights only, before the wait
-    load_rows<RB, 1>(rq, lane, nrc, wv);
-    prefetch_row(rq[0].codes, lane + 32, nrc);  // the rest of the row
+    if constexpr (SETS) {
+      load_sets<RB>(rq, nrc, q);
+    } else {
+      load_rows<RB, 1>(rq, lane, nrc, wv);
+      prefetch_row(rq[0].codes, lane + 32, nrc);
+    }
   }
   pdl_begin();
 
@@ -66,7 +76,8 @@ __global__ void __launch_bounds__(kRouterThreads) moe_norm_router_kernel(const _
   __syncthreads();
   if (!active) return;
   float d[1];
-  dot_rows<RB, 1>(rq, nrc, xr, xrsum, wv, d);
+  if constexpr (SETS) dot_sets<RB>(rq, nrc, xr, xrsum, q, d);
+  else dot_rows<RB, 1>(rq, nrc, xr, xrsum, wv, d);
   if (lane == 0) {
     if (row < E) a.logits[static_cast<int64_t>(t) * E + row] = d[0];
     else a.sg[t] = d[0];
@@ -89,13 +100,18 @@ bool moe_norm_router_supported(const DMat& router, const DMat& shared_gate, cons
 }
 
 void moe_norm_router(cudaStream_t s, const float* x, const float* norm_w, float eps, const DMat& router,
-                     const DMat& shared_gate, int64_t T, float* y, float* logits, float* sg) {
+                     const DMat& shared_gate, int64_t T, float* y, float* logits, float* sg, bool sets) {
   MERE_CHECK(moe_norm_router_supported(router, shared_gate, x, norm_w, y) && T >= 1 && T < 65536, "moe_norm_router",
              "these shapes do not take the one-launch norm + router: ", router.bits, "-bit router [", router.rows,
              ", ", router.cols, "], shared gate [", shared_gate.rows, ", ", shared_gate.cols, "], T ", T);
   const NormRouterArgs a{x, norm_w, eps, router, shared_gate, y, logits, sg};
   const dim3 grid(static_cast<unsigned>((router.rows + 1 + kRouterWarps - 1) / kRouterWarps), static_cast<unsigned>(T));
-  launch("moe_norm_router_kernel", &moe_norm_router_kernel<8>, grid, kRouterThreads, smem_bytes(8, router.cols), s, a);
+  if (sets && fits_sets(router.cols * 8 / 128, kRouterSets))
+    launch("moe_norm_router_kernel", &moe_norm_router_kernel<8, true>, grid, kRouterThreads, smem_bytes(8, router.cols),
+           s, a);
+  else
+    launch("moe_norm_router_kernel (rows)", &moe_norm_router_kernel<8, false>, grid, kRouterThreads,
+           smem_bytes(8, router.cols), s, a);
 }
 
 }  // namespace mere::cuda::k
