@@ -670,8 +670,8 @@ int main(int argc, char** argv) {
   guarded("qwen35-moe-tiny norm + router in one launch", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_NORM", "separate");
   });
-  guarded("qwen35-moe-tiny MoE loads (rows, the default, vs sets)", [&] {
-    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_LOADS", "sets");
+  guarded("qwen35-moe-tiny MoE loads (sets, the default, vs rows)", [&] {
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_LOADS", "rows");
   });
   guarded("qwen35-moe-tiny MoE block in one launch", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_BLOCK", "on");
@@ -694,7 +694,7 @@ int main(int argc, char** argv) {
     const std::string dir = synth_q4(g, 24, "mere-engine-check-moe-q4");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_ROUTE", "separate", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_NORM", "separate", false, "qwen35-moe-tiny");
-    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_LOADS", "sets", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_LOADS", "rows", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_NORM_MV", "fused", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_PREP_MV", "fused", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_BLOCK", "on", false, "qwen35-moe-tiny");

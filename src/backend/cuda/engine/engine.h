@@ -199,13 +199,13 @@ class CudaEngine final : public DeviceEngine {
   // (k::moe_norm_router, the same bits; s32a H100 35B-A3B decode +6.4%); separate: rms_norm_prep's own
   // launch. Read at load.
   bool moe_norm_fused_ = true;
-  // MERE_CUDA_MOE_LOADS: sets: the MoE kernels (norm + router, gate/up, down) ask for each warp's
+  // MERE_CUDA_MOE_LOADS: unset or sets: the MoE kernels (norm + router, gate/up, down) ask for each warp's
   // weight chunks with their group scales at once, weights before the PDL wait where the routing does
-  // not decide them (k_moe_common.cuh load_sets; the same bits); router / gate_up / down: that kernel
-  // only; unset or rows: the first chunk set, then the scales and later sets as the dot reaches them.
-  // Read at load.
+  // not decide them (k_moe_common.cuh load_sets; the same bits; s34a H100 35B-A3B decode +6.0%);
+  // router / gate_up / down: that kernel only; rows: the first chunk set, then the scales and later
+  // sets as the dot reaches them. Read at load.
   static constexpr unsigned kMoeSetsRouter = 1, kMoeSetsGateUp = 2, kMoeSetsDown = 4;
-  unsigned moe_sets_ = 0;
+  unsigned moe_sets_ = kMoeSetsRouter | kMoeSetsGateUp | kMoeSetsDown;
   // MERE_CUDA_NORM_MV: fused: a decode step's input RMSNorms (and the dense models'
   // post-attention ones) inside the 4-bit projections' launch (qmatvec_src_multi, the same bits as
   // rms_norm_prep + the launch; docs/cuda-kernels.md §5.19); unset or separate: rms_norm_prep's own launch

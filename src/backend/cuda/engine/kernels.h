@@ -176,22 +176,22 @@ bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, con
                          const DMat& sdown, int64_t K);
 // One launch: h[t,k] = silu(gate_{idx[t,k]} x[t]) * (up_{idx[t,k]} x[t]) for all K selected experts
 // and hs[t] = silu(sgate x[t]) * (sup x[t]).   x: [T, H]; h: [T, K, Ie]; hs: [T, Is]
-// sets (MERE_CUDA_MOE_LOADS, read by the engine): each warp's weight chunks and their group scales
+// sets (MERE_CUDA_MOE_LOADS, read by the engine; true the default): each warp's weight chunks and their group scales
 // asked for at once, the shared expert's before the PDL wait; false: as the dot reaches them. The
 // same bits either way (here, in moe_route_gate_up, moe_down and moe_norm_router).
 void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
-                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, bool sets = false);
+                 const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, bool sets = true);
 // moe_route + moe_gate_up in one launch (the routing computed by each expert block for its token,
 // with moe_route's code: bitwise the same ids, weights and h): whether E, K and the width fit.
 bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K);
 // logits: [T, E] router logits; writes idx [T, K] and w [T, K] (for moe_down) and h, hs as moe_gate_up.
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
-                       int64_t K, float* h, float* hs, bool sets = false);
+                       int64_t K, float* h, float* hs, bool sets = true);
 // One launch: y = sum_k w[t,k] down_{idx[t,k]} h[t,k] + sigmoid(sg[t]) sdown hs[t] (in that order);
 // out[t] = residual ? out[t] + y : y.   out: [T, H]
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
-              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out, bool sets = false);
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out, bool sets = true);
 // out[t] = sum_k w[t,k] y[t,k] + sigmoid(sg[t]) shared[t]   (in that order)
 // y: [T, K, H]; shared: [T, H]; sg: [T]; out: [T, H]
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,
@@ -205,7 +205,7 @@ void moe_combine(cudaStream_t s, const float* y, const float* w, const float* sh
 bool moe_norm_router_supported(const DMat& router, const DMat& shared_gate, const float* x, const float* norm_w,
                                const float* y);
 void moe_norm_router(cudaStream_t s, const float* x, const float* norm_w, float eps, const DMat& router,
-                     const DMat& shared_gate, int64_t T, float* y, float* logits, float* sg, bool sets = false);
+                     const DMat& shared_gate, int64_t T, float* y, float* logits, float* sg, bool sets = true);
 
 // The MoE half of a decoder layer for ONE token in one launch (k_moe_block.cu; MERE_CUDA_MOE_BLOCK):
 // xn = rmsnorm(x) * norm_w; the router and shared-gate logits (RB = router.bits, 4 or 8); the routing;
