@@ -26,6 +26,13 @@ bool pdl_early() {
   return on;
 }
 
+bool norm_w_early() {
+  static const bool on = [] {
+    return env_choice("MERE_CUDA_NORM_W", {"late", "early"}) == 1;
+  }();
+  return on;
+}
+
 DeviceGuard::DeviceGuard(int ordinal) {
   MERE_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != ordinal) {

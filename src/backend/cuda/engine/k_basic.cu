@@ -91,28 +91,30 @@ constexpr int kNormMaxV4 = 8;  // n <= 8192
 template <int PREP, bool XQ = false>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_v4_kernel(float* x, int64_t xs, const float* __restrict__ add, const float* __restrict__ w, int n,
-                       float eps, float* y, int64_t ys, prep::Layout L, uint16_t* __restrict__ xq) {
-  pdl_begin_producer(L.early);
-  float4* xr = reinterpret_cast<float4*>(x + blockIdx.x * xs);
-  float4* yr = reinterpret_cast<float4*>(y + blockIdx.x * ys);
-  const float4* ar = add ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * n) : nullptr;
+                       float eps, float* y, int64_t ys, prep::Layout L, uint16_t* __restrict__ xq, bool w_early) {
   const float4* wr = reinterpret_cast<const float4*>(w);
   const int n4 = n / 4;
-  float4 v[kNormMaxV4];
-  const float r = row_inv_rms(load_units_sumsq(xr, ar, n4, v), n, eps);
   const int nb = static_cast<int>(gridDim.y), b = static_cast<int>(blockIdx.y);
   int u0 = 0, u1 = n4;  // float4 units this block writes
   if (nb > 1) {
     const int ng = n / 64;
     u0 = ng * b / nb * 16, u1 = ng * (b + 1) / nb * 16;
-    cg::this_cluster().sync();
   }
+  float4 wv[kNormMaxV4];
+  if (w_early) load_w_units(wr, u0, u1, wv);  // weights only, before the wait (MERE_CUDA_NORM_W)
+  pdl_begin_producer(L.early);
+  float4* xr = reinterpret_cast<float4*>(x + blockIdx.x * xs);
+  float4* yr = reinterpret_cast<float4*>(y + blockIdx.x * ys);
+  const float4* ar = add ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * n) : nullptr;
+  float4 v[kNormMaxV4];
+  const float r = row_inv_rms(load_units_sumsq(xr, ar, n4, v), n, eps);
+  if (nb > 1) cg::this_cluster().sync();
 #pragma unroll
   for (int k = 0; k < kNormMaxV4; ++k) {
     const int i = threadIdx.x + k * kNormThreads;
     if (i < n4 && i >= u0 && i < u1) {
       if (ar) xr[i] = v[k];
-      const float4 o = norm_unit(v[k], r, wr[i]);
+      const float4 o = norm_unit(v[k], r, w_early ? wv[k] : wr[i]);
       yr[i] = o;
       if constexpr (XQ) {
         // units 2m (columns a = 8m..8m+3) and 2m + 1 (b = 8m+4..8m+7) sit in adjacent lanes (n % 128 == 0
@@ -355,7 +357,7 @@ void launch_norm(cudaStream_t s, float* x, int64_t xs, const float* add, const f
   if (norm_v4_ok(x, xs, add, w, n, y, ys))
     launch_cluster("rms_norm_v4_kernel", &rms_norm_v4_kernel<PREP>, dim3(static_cast<unsigned>(T), nb),
                    dim3(kNormThreads), dim3(1, nb, 1), 0, s, x, xs, add, w, static_cast<int>(n), eps, y, ys, L,
-                   nullptr);
+                   nullptr, norm_w_early());
   else
     launch("rms_norm_kernel", &rms_norm_kernel<PREP>, static_cast<unsigned>(T), kNormThreads, 0, s, x, xs, add, w,
            static_cast<int>(n), eps, y, ys, L);
@@ -384,7 +386,7 @@ bool rms_norm_xq(cudaStream_t s, float* x, const float* add, const float* w, int
                  uint16_t* xq) {
   if (!norm_v4_ok(x, n, add, w, n, y, n) || n % 128 != 0) return false;
   launch("rms_norm_v4_kernel (bf16 X)", &rms_norm_v4_kernel<0, true>, dim3(static_cast<unsigned>(T), 1u),
-         dim3(kNormThreads), 0, s, x, n, add, w, static_cast<int>(n), eps, y, n, prep::Layout{}, xq);
+         dim3(kNormThreads), 0, s, x, n, add, w, static_cast<int>(n), eps, y, n, prep::Layout{}, xq, norm_w_early());
   return true;
 }
 

@@ -5,7 +5,8 @@
 // the 81 norms). Here every block of the router launch computes the row's norm itself (16 KB from the
 // L2) and stages its prepared x in shared memory:
 //   before the PDL wait: each warp loads the first chunks of its router row with their scales (weights:
-//   never written; MERE_CUDA_MOE_LOADS) and asks the L2 for the rest;
+//   never written; MERE_CUDA_MOE_LOADS) and asks the L2 for the rest; with MERE_CUDA_NORM_W=early,
+//   each thread also loads its units of the norm weights;
 //   the norm of x in rms_norm_v4's thread layout and order (k_norm.cuh): the same 1 / rms and y; block
 //   0 of each token stores y for the experts (moe_gate_up / moe_down read the float row);
 //   y staged as qmatvec's 8-bit SIMT x (fill_x: the prescale and chunk sums of q8_emit);
@@ -33,6 +34,7 @@ struct NormRouterArgs {
   float* y;                  // [T, H] the normalised row (for the experts)
   float* logits;             // [T, E]
   float* sg;                 // [T]
+  bool w_early;              // the norm weights before the PDL wait (MERE_CUDA_NORM_W)
 };
 
 // grid (ceil((E + 1) / kRouterWarps), T); warp w of block b: row b * kRouterWarps + w (< E: router,
@@ -65,12 +67,15 @@ __global__ void __launch_bounds__(kRouterThreads) moe_norm_router_kernel(const _
       prefetch_row(rq[0].codes, lane + 32, nrc);
     }
   }
+  float4 wn[kMaxUnits];
+  if (a.w_early) load_w_units(reinterpret_cast<const float4*>(a.norm_w), 0, H / 4, wn);
   pdl_begin();
 
   // the norm, as rms_norm_v4 (thread i: float4 units i, i + 256, ...; the same sum order); block 0 stores y
   norm_row<kMaxUnits>(reinterpret_cast<const float4*>(a.x + static_cast<int64_t>(t) * H),
                       reinterpret_cast<const float4*>(a.norm_w), H, a.eps, reinterpret_cast<float4*>(y),
-                      blockIdx.x == 0 ? reinterpret_cast<float4*>(a.y + static_cast<int64_t>(t) * H) : nullptr);
+                      blockIdx.x == 0 ? reinterpret_cast<float4*>(a.y + static_cast<int64_t>(t) * H) : nullptr,
+                      wn, a.w_early);
   __syncthreads();
   fill_x<RB>(y, nrc, xr, xrsum);
   __syncthreads();
@@ -104,7 +109,7 @@ void moe_norm_router(cudaStream_t s, const float* x, const float* norm_w, float 
   MERE_CHECK(moe_norm_router_supported(router, shared_gate, x, norm_w, y) && T >= 1 && T < 65536, "moe_norm_router",
              "these shapes do not take the one-launch norm + router: ", router.bits, "-bit router [", router.rows,
              ", ", router.cols, "], shared gate [", shared_gate.rows, ", ", shared_gate.cols, "], T ", T);
-  const NormRouterArgs a{x, norm_w, eps, router, shared_gate, y, logits, sg};
+  const NormRouterArgs a{x, norm_w, eps, router, shared_gate, y, logits, sg, norm_w_early()};
   const dim3 grid(static_cast<unsigned>((router.rows + 1 + kRouterWarps - 1) / kRouterWarps), static_cast<unsigned>(T));
   if (sets && fits_sets(router.cols * 8 / 128, kRouterSets))
     launch("moe_norm_router_kernel", &moe_norm_router_kernel<8, true>, grid, kRouterThreads, smem_bytes(8, router.cols),

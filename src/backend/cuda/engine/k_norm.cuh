@@ -80,11 +80,25 @@ __device__ __forceinline__ float4 norm_unit(float4 v, float r, float4 w) {
   return o;
 }
 
+// The norm weights' float4 units of this thread's layout slots (unit i = threadIdx.x + k * kNormThreads)
+// in [u0, u1): weights are never written, so a kernel may load them before its PDL wait and hand them to
+// norm_unit after the row's reduction instead of asking the L2 (or DRAM) then.
+template <int KMAX>
+__device__ __forceinline__ void load_w_units(const float4* w4, int u0, int u1, float4 (&wv)[KMAX]) {
+#pragma unroll
+  for (int k = 0; k < KMAX; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kNormThreads;
+    if (i >= u0 && i < u1) wv[k] = __ldg(w4 + i);
+  }
+}
+
 // The normalised row y = (x * r) * w of n (% 4 == 0) columns in rms_norm_v4's thread layout and order,
 // by a block of kNormThreads threads (KMAX float4 units a thread at most): into y (shared memory) and,
 // where yg is not null, to global memory as well. Ends without a barrier.
+// w_pre: wv holds the weights' units as load_w_units(w4, 0, n / 4) loaded them; else they are loaded here.
 template <int KMAX>
-__device__ __forceinline__ void norm_row(const float4* x4, const float4* w4, int n, float eps, float4* y, float4* yg) {
+__device__ __forceinline__ void norm_row(const float4* x4, const float4* w4, int n, float eps, float4* y, float4* yg,
+                                         const float4 (&wv)[KMAX], bool w_pre) {
   const int n4 = n / 4;
   float4 v[KMAX];
   const float r = row_inv_rms(load_units_sumsq(x4, nullptr, n4, v), n, eps);
@@ -92,11 +106,16 @@ __device__ __forceinline__ void norm_row(const float4* x4, const float4* w4, int
   for (int k = 0; k < KMAX; ++k) {
     const int i = static_cast<int>(threadIdx.x) + k * kNormThreads;
     if (i < n4) {
-      const float4 o = norm_unit(v[k], r, w4[i]);
+      const float4 o = norm_unit(v[k], r, w_pre ? wv[k] : w4[i]);
       y[i] = o;
       if (yg != nullptr) yg[i] = o;
     }
   }
+}
+template <int KMAX>
+__device__ __forceinline__ void norm_row(const float4* x4, const float4* w4, int n, float eps, float4* y, float4* yg) {
+  const float4 none[KMAX] = {};
+  norm_row<KMAX>(x4, w4, n, eps, y, yg, none, false);
 }
 
 }  // namespace
