@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Session 34's 2nd call (mere.run, mere_cuda_check, mere_engine_check: `tools/cuda/make_carry.sh`;
 # bench/cuda and bench/cpu aside, the bundled models travel):
-#  1. checks of MERE_CUDA_NORM_W=early (the RMSNorm kernels load their weights before the PDL wait; read
-#     once per process, so the pairs are two processes): cuda_check rms_norm / src_mv / moe_route with it;
+#  1. checks of MERE_CUDA_NORM_W=early (the RMSNorm and gated-norm kernels load their weights before the
+#     PDL wait; read once per process, so the pairs are two processes): cuda_check rms_norm / gdn / src_mv /
+#     moe_route with it;
 #     greedy 64 tokens (token ids) and `text logits` (.npy, bitwise) late vs early on both bundled models
 #     and the 35B-A3B / 27B geometries; engine_check's dense 4-bit copy section with it;
 #  2. decode A/B late (the default) / early, two alternating rounds, 35B-A3B then 27B;
 #  3. on an H200: the receipts' runs (512-token prompt, 5 reps) and the 27B oracle-fed verification at
 #     widths 1, 4, 8, 9 (MERE_CUDA_QMATVEC=mma).
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-500} . tools/cuda/call_prelude.sh
-for ph in rms_norm src_mv moe_route; do
+for ph in rms_norm gdn src_mv moe_route; do
   MERE_CUDA_NORM_W=early timeout -k 5 60 $B/mere_cuda_check --only $ph --no-bench >$OUT/cc-$ph-early.log 2>&1
   echo "cuda_check $ph (NORM_W=early) rc=$? $(grep -h 'checks:' $OUT/cc-$ph-early.log)"; grep -hE "FAIL" $OUT/cc-$ph-early.log | cut -c1-300 | head -5
 done

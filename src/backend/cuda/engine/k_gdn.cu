@@ -318,11 +318,17 @@ __global__ void gdn_generic_kernel(float* S, const float* q, const float* k, con
 template <int PREP>
 __global__ void __launch_bounds__(kPrepThreads)
     gated_rms_norm_kernel(const float* x, const float* z, const float* w, int Hv, int Dv, float eps, float* y,
-                          prep::Layout L) {
+                          prep::Layout L, bool w_early) {
+  const bool pre = w_early && Dv <= kPrepThreads;  // block-uniform
+  const float wi = pre && static_cast<int>(threadIdx.x) < Dv ? __ldg(w + threadIdx.x) : 0.0f;  // before the wait
   pdl_begin_producer(L.early);
   __shared__ float partial[kPrepThreads / 32];
-  gated_norm_head<PREP>(x, z, w, Hv, Dv, eps, y, L, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
-                        partial);
+  if (pre)
+    gated_norm_head_w<PREP>(x, z, wi, Hv, Dv, eps, y, L, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                            partial);
+  else
+    gated_norm_head<PREP>(x, z, w, Hv, Dv, eps, y, L, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                          partial);
 }
 
 // The decode step (gdn_decode's rows, gdn_step.cuh) and the gated RMSNorm + prepare of
@@ -423,7 +429,7 @@ bool gated_rms_norm(cudaStream_t s, const float* x, const float* z, const float*
   }
   dim3 grid(static_cast<unsigned>(Hv), static_cast<unsigned>(T));
   launch("gated_rms_norm_kernel", &gated_rms_norm_kernel<0>, grid, kPrepThreads, 0, s, x, z, w, static_cast<int>(Hv),
-         static_cast<int>(Dv), eps, y, prep::Layout{});
+         static_cast<int>(Dv), eps, y, prep::Layout{}, norm_w_early());
   return false;
 }
 
@@ -435,10 +441,10 @@ void gated_rms_norm_prep(cudaStream_t s, const float* x, const float* z, const f
   const prep::Layout L = prep::producer_layout(ws, T, Hv * Dv, bits);
   if (bits == 4)
     launch("gated_rms_norm_kernel<4> (prepare)", &gated_rms_norm_kernel<4>, grid, kPrepThreads, 0, s, x, z, w,
-           static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
+           static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L, norm_w_early());
   else
     launch("gated_rms_norm_kernel<8> (prepare)", &gated_rms_norm_kernel<8>, grid, kPrepThreads, 0, s, x, z, w,
-           static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L);
+           static_cast<int>(Hv), static_cast<int>(Dv), eps, y, L, norm_w_early());
 }
 
 void gdn_step_norm_prep(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,

@@ -72,5 +72,25 @@ __device__ __forceinline__ void gated_norm_head(const float* x, const float* z, 
   }
 }
 
+// gated_norm_head for Dv <= kPrepThreads, with the thread's norm weight wi (column threadIdx.x) loaded
+// before the PDL wait (MERE_CUDA_NORM_W=early: weights are never written) and its x and z asked for
+// together before the reduction, so that no load waits after it: the same values, the same bits.
+template <int PREP>
+__device__ __forceinline__ void gated_norm_head_w(const float* x, const float* z, float wi, int Hv, int Dv, float eps,
+                                                  float* y, const prep::Layout& L, int h, int t, float* partial) {
+  const int64_t off = (static_cast<int64_t>(t) * Hv + h) * Dv;
+  const int i = static_cast<int>(threadIdx.x);
+  const bool mine = i < Dv;
+  const float xv = mine ? __ldcg(x + off + i) : 0.0f, zv = mine ? z[off + i] : 0.0f;
+  const float ss = mine ? __fmaf_rn(xv, xv, 0.0f) : 0.0f;
+  const float r = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(block_sum(ss, partial), static_cast<float>(Dv)), eps));
+  if (mine) y[off + i] = __fmul_rn(__fmul_rn(wi, __fmul_rn(xv, r)), silu(zv));
+  if constexpr (PREP != 0) {
+    __syncthreads();  // the head's y was written by every thread of the block: read it back from L2
+    const float* yr = y + static_cast<int64_t>(t) * Hv * Dv;
+    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, t, h * Dv, (h + 1) * Dv, L);
+  }
+}
+
 }  // namespace
 }  // namespace mere::cuda::k
