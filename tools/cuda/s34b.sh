@@ -4,8 +4,8 @@
 #  1. checks of MERE_CUDA_NORM_W=early (the RMSNorm and gated-norm kernels load their weights before the
 #     PDL wait; read once per process, so the pairs are two processes): cuda_check rms_norm / gdn / src_mv /
 #     moe_route with it;
-#     greedy 64 tokens (token ids) and `text logits` (.npy, bitwise) late vs early on both bundled models
-#     and the 35B-A3B / 27B geometries; engine_check's dense 4-bit copy section with it;
+#     greedy 64 tokens (token ids) late vs early on both bundled models (and `text logits`, .npy, bitwise)
+#     and the 35B-A3B / 27B geometries;
 #  2. decode A/B late (the default) / early, two alternating rounds, 35B-A3B then 27B;
 #  3. on an H200: the receipts' runs (512-token prompt, 5 reps) and the 27B oracle-fed verification at
 #     widths 1, 4, 8, 9 (MERE_CUDA_QMATVEC=mma).
@@ -14,29 +14,29 @@ for ph in rms_norm gdn src_mv moe_route; do
   MERE_CUDA_NORM_W=early timeout -k 5 60 $B/mere_cuda_check --only $ph --no-bench >$OUT/cc-$ph-early.log 2>&1
   echo "cuda_check $ph (NORM_W=early) rc=$? $(grep -h 'checks:' $OUT/cc-$ph-early.log)"; grep -hE "FAIL" $OUT/cc-$ph-early.log | cut -c1-300 | head -5
 done
-# `same MODEL TAG`: greedy 64 tokens and the logits of 12 prompt ids, late vs early (two processes each)
+# `same MODEL TAG [ids]`: greedy 64 tokens and the logits of 12 prompt ids (with "ids": the tokens only),
+# late vs early (two processes each)
 same() {
   for v in late early; do
     MERE_CUDA_NORM_W=$v timeout 60 $B/mere.run text generate --model $1 --backend cuda --prompt "The history of the city" \
       --max-tokens 64 --temperature 0 --ignore-eos --no-mtp --json 2>/dev/null |
       python3 -c "import json,sys; print(json.load(sys.stdin)['token_ids'])" >$OUT/gen-$2-$v.txt
-    MERE_CUDA_NORM_W=$v timeout 60 $B/mere.run text logits --model $1 --backend cuda --token-ids 1,2,3,4,5,6,7,8,9,10,11,12 \
-      --output /tmp/lg-$2-$v.npy >/dev/null 2>&1
+    [ -z "$3" ] && MERE_CUDA_NORM_W=$v timeout 60 $B/mere.run text logits --model $1 --backend cuda \
+      --token-ids 1,2,3,4,5,6,7,8,9,10,11,12 --output /tmp/lg-$2-$v.npy >/dev/null 2>&1
   done
+  [ -n "$3" ] && { echo "$2: greedy ids $(cmp -s $OUT/gen-$2-late.txt $OUT/gen-$2-early.txt && echo equal || echo DIFFER)"; return; }
   echo "$2: greedy ids $(cmp -s $OUT/gen-$2-late.txt $OUT/gen-$2-early.txt && echo equal || echo DIFFER) ($(wc -c <$OUT/gen-$2-late.txt) bytes)," \
     "logits $(cmp -s /tmp/lg-$2-late.npy /tmp/lg-$2-early.npy && echo bitwise || echo DIFFER) ($(stat -c %s /tmp/lg-$2-late.npy) bytes)"
 }
 same models/qwen35-moe-tiny moe-tiny; same models/qwen35-dense-tiny dense-tiny; pack
-left 120 && MERE_CUDA_NORM_W=early timeout -k 5 100 $B/mere_engine_check . "(4-bit copy)" >$OUT/ec-4bit-early.log 2>&1
-echo "engine_check '(4-bit copy)' NORM_W=early rc=$? $(grep -E 'engine_check:' $OUT/ec-4bit-early.log)"; pack
 D35=/tmp/synth-35b D27=/tmp/synth-27b
 $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
-same $D35 35b
+same $D35 35b ids
 ab 35b $D35 MERE_CUDA_NORM_W early 2; pack
 receipt 35b-a3b $D35
 rm -rf $D35; pack
 left 100 && $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
-left 60 && same $D27 27b
+left 60 && same $D27 27b ids
 ab 27b $D27 MERE_CUDA_NORM_W early 2; pack
 receipt 27b $D27
 grep -q H200 $OUT/gpu0.txt && left 70 && MERE_CUDA_QMATVEC=mma timeout 90 $B/mere.run model verify-bench --model $D27 \
