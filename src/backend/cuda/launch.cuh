@@ -84,8 +84,8 @@ bool pdl_enabled();
 // (pdl_begin_producer; H100: 35B-A3B decode +0.5%, 27B unchanged), 0 -> after it; anything else
 // throws mere::Error. Read once per process.
 bool pdl_early();
-// MERE_CUDA_NORM_W: early -> the RMSNorm kernels (rms_norm_v4, the norm inside the MoE router launch)
-// load their norm weights before the PDL wait (weights: never written), so the normalised row waits for
+// MERE_CUDA_NORM_W: early -> the RMSNorm kernels (rms_norm_v4, the norm inside the MoE router launch,
+// the GDN gated norm) load their norm weights before the PDL wait (weights: never written), so the normalised row waits for
 // no weight round trip after the row's reduction; unset or late -> after the reduction, where they are
 // used (the same bits). Read once per process (device.cpp).
 bool norm_w_early();

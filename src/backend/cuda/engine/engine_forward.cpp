@@ -240,7 +240,8 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
   }
   k::moe_route(s, rlog_, T, E, K, cfg_.norm_topk_prob, ridx_, rw_);
   if (fused) {
-    k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_, moe_sets_ & kMoeSetsGateUp);
+    k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_,
+                   moe_sets_ & kMoeSetsGateUp);
     k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_sets_ & kMoeSetsDown);
     return;
   }

@@ -139,9 +139,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // grid (ceil(H / kWarps), T); warp = one output row i. x in shared: h[t] (K*Ie) then hs[t] (Is).
-// SETS (`sets`): the shared expert's row with its scales before the PDL wait, each
-// group of expert rows with its scales at once, the routing weights, the shared gate and the residual
-// asked for before the barrier; else the scales as the dot reaches them. The same sums and order.
+// SETS (kernels.h moe_down's `sets`; rows of one chunk set): the shared expert's row with its scales
+// before the PDL wait, each group of expert rows with its scales at once, the routing weights, the
+// shared gate and the residual asked for before the barrier; else the scales as the dot reaches them.
+// The same sums in the same order.
 template <int BITS, bool SETS>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     moe_down_kernel(DMat down, DMat sdown, const int32_t* __restrict__ idx, const float* __restrict__ w,
@@ -315,9 +316,11 @@ void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t
            out);
   };
   if (down.bits == 4)
-    sets ? go("moe_down_kernel<4>", &moe_down_kernel<4, true>) : go("moe_down_kernel<4> (rows)", &moe_down_kernel<4, false>);
+    sets ? go("moe_down_kernel<4>", &moe_down_kernel<4, true>)
+         : go("moe_down_kernel<4> (rows)", &moe_down_kernel<4, false>);
   else
-    sets ? go("moe_down_kernel<8>", &moe_down_kernel<8, true>) : go("moe_down_kernel<8> (rows)", &moe_down_kernel<8, false>);
+    sets ? go("moe_down_kernel<8>", &moe_down_kernel<8, true>)
+         : go("moe_down_kernel<8> (rows)", &moe_down_kernel<8, false>);
 }
 
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,

@@ -4,9 +4,9 @@
 // launch cost ~4.2 µs a layer that PDL did not hide (docs/cuda-kernels.md §5.17: 13% of a step for
 // the 81 norms). Here every block of the router launch computes the row's norm itself (16 KB from the
 // L2) and stages its prepared x in shared memory:
-//   before the PDL wait: each warp loads the first chunks of its router row with their scales (weights:
-//   never written; MERE_CUDA_MOE_LOADS) and asks the L2 for the rest; with MERE_CUDA_NORM_W=early,
-//   each thread also loads its units of the norm weights;
+//   before the PDL wait: each warp loads its router row with its scales (weights: never written; with
+//   MERE_CUDA_MOE_LOADS=rows, or rows wider than kRouterSets chunk sets: the first chunks, then an L2
+//   prefetch of the rest); with MERE_CUDA_NORM_W=early each thread also loads its norm-weight units;
 //   the norm of x in rms_norm_v4's thread layout and order (k_norm.cuh): the same 1 / rms and y; block
 //   0 of each token stores y for the experts (moe_gate_up / moe_down read the float row);
 //   y staged as qmatvec's 8-bit SIMT x (fill_x: the prescale and chunk sums of q8_emit);

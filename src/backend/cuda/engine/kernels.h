@@ -176,9 +176,10 @@ bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, con
                          const DMat& sdown, int64_t K);
 // One launch: h[t,k] = silu(gate_{idx[t,k]} x[t]) * (up_{idx[t,k]} x[t]) for all K selected experts
 // and hs[t] = silu(sgate x[t]) * (sup x[t]).   x: [T, H]; h: [T, K, Ie]; hs: [T, Is]
-// sets (MERE_CUDA_MOE_LOADS, read by the engine; true the default): each warp's weight chunks and their group scales
-// asked for at once, the shared expert's before the PDL wait; false: as the dot reaches them. The
-// same bits either way (here, in moe_route_gate_up, moe_down and moe_norm_router).
+// sets (MERE_CUDA_MOE_LOADS, read by the engine; true the default): each warp's weight chunks and their
+// group scales asked for at once (rows that fit the kernel's chunk sets; others take the old order);
+// false: as the dot reaches them. The same bits either way (here, in moe_route_gate_up, moe_down and
+// moe_norm_router).
 void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                  const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, bool sets = true);
 // moe_route + moe_gate_up in one launch (the routing computed by each expert block for its token,
