@@ -10,6 +10,8 @@
 #  3. on an H200: the receipts' runs (512-token prompt, 5 reps; the 35B-A3B also with sets) and the 27B
 #     oracle-fed verification at widths 1, 4, 8, 9 (MERE_CUDA_QMATVEC=mma, then the default);
 #  4. §5.17's ablation of the current step (35B-A3B, then 27B) with what time is left.
+# Ran once (LIMIT=540, H100): bench/cuda/s34/h100-a; after it `sets` became the default (ad80568), so with
+# this tree's binaries "default" is sets.
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-540} . tools/cuda/call_prelude.sh
 for ph in src_mv rms_norm moe_route; do
   timeout -k 5 60 $B/mere_cuda_check --only $ph --no-bench >$OUT/cc-$ph.log 2>&1; echo "cuda_check $ph rc=$? $(grep -h 'checks:' $OUT/cc-$ph.log)"

@@ -9,6 +9,8 @@
 #  2. decode A/B late (the default) / early, two alternating rounds, 35B-A3B then 27B;
 #  3. on an H200: the receipts' runs (512-token prompt, 5 reps) and the 27B oracle-fed verification at
 #     widths 1, 4, 8, 9 (MERE_CUDA_QMATVEC=mma).
+# Ran once (LIMIT=170, H100): bench/cuda/s34/h100-b (its 27B section found no model, see the README there);
+# after it `early` became the default, so with this tree's binaries "default" is early.
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-500} . tools/cuda/call_prelude.sh
 for ph in rms_norm gdn src_mv moe_route; do
   MERE_CUDA_NORM_W=early timeout -k 5 60 $B/mere_cuda_check --only $ph --no-bench >$OUT/cc-$ph-early.log 2>&1
@@ -24,6 +26,7 @@ same() {
     [ -z "$3" ] && MERE_CUDA_NORM_W=$v timeout 60 $B/mere.run text logits --model $1 --backend cuda \
       --token-ids 1,2,3,4,5,6,7,8,9,10,11,12 --output /tmp/lg-$2-$v.npy >/dev/null 2>&1
   done
+  [ -s $OUT/gen-$2-late.txt ] || { echo "$2: NO OUTPUT (model missing or failed)"; return; }
   [ -n "$3" ] && { echo "$2: greedy ids $(cmp -s $OUT/gen-$2-late.txt $OUT/gen-$2-early.txt && echo equal || echo DIFFER)"; return; }
   echo "$2: greedy ids $(cmp -s $OUT/gen-$2-late.txt $OUT/gen-$2-early.txt && echo equal || echo DIFFER) ($(wc -c <$OUT/gen-$2-late.txt) bytes)," \
     "logits $(cmp -s /tmp/lg-$2-late.npy /tmp/lg-$2-early.npy && echo bitwise || echo DIFFER) ($(stat -c %s /tmp/lg-$2-late.npy) bytes)"
@@ -36,7 +39,7 @@ ab 35b $D35 MERE_CUDA_NORM_W early 2; pack
 receipt 35b-a3b $D35
 rm -rf $D35; pack
 left 100 && $B/mere.run model synth --geometry qwen3.5-27b --bits 4 --group-size 64 --out $D27 --quiet
-left 60 && same $D27 27b ids
+[ -d $D27 ] && left 60 && same $D27 27b ids
 ab 27b $D27 MERE_CUDA_NORM_W early 2; pack
 receipt 27b $D27
 grep -q H200 $OUT/gpu0.txt && left 70 && MERE_CUDA_QMATVEC=mma timeout 90 $B/mere.run model verify-bench --model $D27 \

@@ -28,7 +28,7 @@ bool pdl_early() {
 
 bool norm_w_early() {
   static const bool on = [] {
-    return env_choice("MERE_CUDA_NORM_W", {"late", "early"}) == 1;
+    return env_choice("MERE_CUDA_NORM_W", {"late", "early"}) != 0;
   }();
   return on;
 }
