@@ -4,7 +4,8 @@
 # layout, e.g. mere.run alone when both bundled models must travel), records the GPU, and gives `left N`:
 # true while N more seconds fit in LIMIT (default $LIMIT_DEFAULT, else 540), and `trace_summary JSON LABEL`:
 # the first 16 kernels of a kernel-trace summary (MERE_CUDA_TRACE_OUT) of verification passes; the
-# summaries and `ab` (an alternating A/B of one switch on mere.run bench) are further down.
+# summaries, `ab` (an alternating A/B of one switch on mere.run bench), `ablate`, `receipt`, `cuda_checks` and
+# `engine_checks` are further down.
 R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf ${CARRY:-build/carry/bin.tar.xz} -C $B
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
 t0=$SECONDS; LIMIT=${LIMIT:-${LIMIT_DEFAULT:-540}}
@@ -92,4 +93,26 @@ receipt() {
   grep -q H200 $OUT/gpu0.txt && left 60 || return 0
   timeout 80 $B/mere.run bench --model $2 --backend cuda --prompt-tokens 512 --gen-tokens 128 --reps 5 --json \
     >$OUT/engine-$1.json 2>/dev/null && bench_summary $OUT/engine-$1.json $1
+}
+# `cuda_checks PHASE...`: mere_cuda_check --only PHASE --no-bench for each, into $OUT/cc-PHASE$CC_TAG.log,
+# a line each with its count and first failures (CC_TAG, e.g. "-early", names a run under an env switch).
+cuda_checks() {
+  local ph f
+  for ph in "$@"; do
+    f=$OUT/cc-$ph${CC_TAG:-}.log
+    timeout -k 5 60 $B/mere_cuda_check --only $ph --no-bench >$f 2>&1
+    echo "cuda_check $ph${CC_TAG:-} rc=$? $(grep -h 'checks:' $f)"; grep -hE "FAIL" $f | cut -c1-300 | head -5
+  done
+}
+# `engine_checks SECONDS SECTION...`: mere_engine_check's sections whose name contains SECTION, each into
+# $OUT/ec-SECTION.log while SECONDS more fit (left), a line each with its count and first failures.
+engine_checks() {
+  local need=$1 sec f
+  shift
+  for sec in "$@"; do
+    left $need || break
+    f=$OUT/ec-$(echo $sec | tr ' .()' '____').log
+    timeout -k 5 150 $B/mere_engine_check . "$sec" >$f 2>&1
+    echo "engine_check '$sec' rc=$? $((SECONDS-t0))s"; grep -E "FAIL|engine_check:" $f | cut -c1-200 | head -8
+  done
 }

@@ -13,16 +13,8 @@
 # Ran once (LIMIT=540, H100): bench/cuda/s34/h100-a; after it `sets` became the default (ad80568), so with
 # this tree's binaries "default" is sets.
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-540} . tools/cuda/call_prelude.sh
-for ph in src_mv rms_norm moe_route; do
-  timeout -k 5 60 $B/mere_cuda_check --only $ph --no-bench >$OUT/cc-$ph.log 2>&1; echo "cuda_check $ph rc=$? $(grep -h 'checks:' $OUT/cc-$ph.log)"
-  grep -hE "FAIL" $OUT/cc-$ph.log | cut -c1-300 | head -5
-done; pack
-for sec in "35b-a3b geometry" "qwen35-moe-tiny MoE loads" "(4-bit copy)"; do
-  left 150 || break
-  f=$OUT/ec-$(echo $sec | tr ' .()' '____').log
-  timeout -k 5 150 $B/mere_engine_check . "$sec" >$f 2>&1
-  echo "engine_check '$sec' rc=$? $((SECONDS-t0))s"; grep -E "FAIL|engine_check:" $f | cut -c1-200 | head -8
-done; pack
+cuda_checks src_mv rms_norm moe_route; pack
+engine_checks 150 "35b-a3b geometry" "qwen35-moe-tiny MoE loads" "(4-bit copy)"; pack
 D35=/tmp/synth-35b D27=/tmp/synth-27b
 $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
 for r in 1 2; do

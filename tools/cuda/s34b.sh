@@ -12,10 +12,7 @@
 # Ran once (LIMIT=170, H100): bench/cuda/s34/h100-b (its 27B section found no model, see the README there);
 # after it `early` became the default, so with this tree's binaries "default" is early.
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-500} . tools/cuda/call_prelude.sh
-for ph in rms_norm gdn src_mv moe_route; do
-  MERE_CUDA_NORM_W=early timeout -k 5 60 $B/mere_cuda_check --only $ph --no-bench >$OUT/cc-$ph-early.log 2>&1
-  echo "cuda_check $ph (NORM_W=early) rc=$? $(grep -h 'checks:' $OUT/cc-$ph-early.log)"; grep -hE "FAIL" $OUT/cc-$ph-early.log | cut -c1-300 | head -5
-done
+MERE_CUDA_NORM_W=early CC_TAG=-early cuda_checks rms_norm gdn src_mv moe_route
 # `same MODEL TAG [ids]`: greedy 64 tokens and the logits of 12 prompt ids (with "ids": the tokens only),
 # late vs early (two processes each)
 same() {
