@@ -105,7 +105,8 @@ cuda_checks() {
   done
 }
 # `engine_checks SECONDS SECTION...`: mere_engine_check's sections whose name contains SECTION, each into
-# $OUT/ec-SECTION.log while SECONDS more fit (left), a line each with its count and first failures.
+# $OUT/ec-SECTION.log while SECONDS more fit (left), a line each with its count and first failures (and the
+# lines matching EC_SHOW, an extended regex, where set).
 engine_checks() {
   local need=$1 sec f
   shift
@@ -113,6 +114,6 @@ engine_checks() {
     left $need || break
     f=$OUT/ec-$(echo $sec | tr ' .()' '____').log
     timeout -k 5 150 $B/mere_engine_check . "$sec" >$f 2>&1
-    echo "engine_check '$sec' rc=$? $((SECONDS-t0))s"; grep -E "FAIL|engine_check:" $f | cut -c1-200 | head -8
+    echo "engine_check '$sec' rc=$? $((SECONDS-t0))s"; grep -E "FAIL|engine_check:${EC_SHOW:+|$EC_SHOW}" $f | cut -c1-200 | head -8
   done
 }

@@ -24,16 +24,8 @@ ab3() {
     done
   done
 }
-for ph in src_mv rms_norm gdn moe_route; do
-  timeout -k 5 60 $B/mere_cuda_check --only $ph --no-bench >$OUT/cc-$ph.log 2>&1; echo "cuda_check $ph rc=$? $(grep -h 'checks:' $OUT/cc-$ph.log)"
-  grep -hE "FAIL" $OUT/cc-$ph.log | cut -c1-300 | head -5
-done; pack
-for sec in "35b-a3b geometry" "0.8b geometry" "(4-bit copy)"; do
-  left 90 || break
-  f=$OUT/ec-$(echo $sec | tr ' .()' '____').log
-  timeout -k 5 150 $B/mere_engine_check . "$sec" >$f 2>&1
-  echo "engine_check '$sec' rc=$? $((SECONDS-t0))s"; grep -E "FAIL|engine_check:|NORM_MV.*bitwise" $f | cut -c1-200 | head -8
-done; pack
+cuda_checks src_mv rms_norm gdn moe_route; pack
+EC_SHOW="NORM_MV.*bitwise" engine_checks 90 "35b-a3b geometry" "0.8b geometry" "(4-bit copy)"; pack
 D35=/tmp/synth-35b
 $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
 ab3 35b $D35; pack
