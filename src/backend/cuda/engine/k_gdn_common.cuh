@@ -48,6 +48,22 @@ __device__ __forceinline__ float warp_block_sum(const float (&p)[kFormerWarps]) 
   return total;
 }
 
+// 1 / rms of a head of Dv columns from the threads' partial sums of squares (block_sum's order).
+__device__ __forceinline__ float head_inv_rms(float ss, float* partial, int Dv, float eps) {
+  return 1.0f / sqrtf(__fadd_rn(__fdiv_rn(block_sum(ss, partial), static_cast<float>(Dv)), eps));
+}
+
+// The prepared input of head h's columns of token t from y (PREP != 0), after every thread of the block
+// wrote its y: read back through the L2.
+template <int PREP>
+__device__ __forceinline__ void prepare_head(const float* y, int Hv, int Dv, const prep::Layout& L, int h, int t) {
+  if constexpr (PREP != 0) {
+    __syncthreads();
+    const float* yr = y + static_cast<int64_t>(t) * Hv * Dv;
+    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, t, h * Dv, (h + 1) * Dv, L);
+  }
+}
+
 // The gated RMSNorm of head h of token t (x, z, y: [T, Hv, Dv]), by the threads of one block: the
 // first kPrepThreads threads hold the values (a thread per column, stride kPrepThreads) and the
 // others add zeros to the block sum (exact), so a 256-thread block gives the 128-thread block's bits.
@@ -61,15 +77,11 @@ __device__ __forceinline__ void gated_norm_head(const float* x, const float* z, 
   float ss = 0.0f;
   if (holder)
     for (int i = threadIdx.x; i < Dv; i += kPrepThreads) ss = __fmaf_rn(__ldcg(x + off + i), __ldcg(x + off + i), ss);
-  const float r = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(block_sum(ss, partial), static_cast<float>(Dv)), eps));
+  const float r = head_inv_rms(ss, partial, Dv, eps);
   if (holder)
     for (int i = threadIdx.x; i < Dv; i += kPrepThreads)
       y[off + i] = __fmul_rn(__fmul_rn(w[i], __fmul_rn(__ldcg(x + off + i), r)), silu(z[off + i]));
-  if constexpr (PREP != 0) {
-    __syncthreads();  // the head's y was written by every thread of the block: read it back from L2
-    const float* yr = y + static_cast<int64_t>(t) * Hv * Dv;
-    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, t, h * Dv, (h + 1) * Dv, L);
-  }
+  prepare_head<PREP>(y, Hv, Dv, L, h, t);
 }
 
 // gated_norm_head for Dv <= kPrepThreads, with the thread's norm weight wi (column threadIdx.x) loaded
@@ -83,13 +95,9 @@ __device__ __forceinline__ void gated_norm_head_w(const float* x, const float* z
   const bool mine = i < Dv;
   const float xv = mine ? __ldcg(x + off + i) : 0.0f, zv = mine ? z[off + i] : 0.0f;
   const float ss = mine ? __fmaf_rn(xv, xv, 0.0f) : 0.0f;
-  const float r = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(block_sum(ss, partial), static_cast<float>(Dv)), eps));
+  const float r = head_inv_rms(ss, partial, Dv, eps);
   if (mine) y[off + i] = __fmul_rn(__fmul_rn(wi, __fmul_rn(xv, r)), silu(zv));
-  if constexpr (PREP != 0) {
-    __syncthreads();  // the head's y was written by every thread of the block: read it back from L2
-    const float* yr = y + static_cast<int64_t>(t) * Hv * Dv;
-    prep::prepare_block<PREP>([yr](int c) { return __ldcg(yr + c); }, t, h * Dv, (h + 1) * Dv, L);
-  }
+  prepare_head<PREP>(y, Hv, Dv, L, h, t);
 }
 
 }  // namespace
