@@ -68,6 +68,7 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
                                   kMoeSetsDown};
     moe_sets_ = kMask[ml < 0 ? 1 : ml];  // sets by default: s34a H100 35B-A3B decode +6.0% (§5.20)
   }
+  moe_down_l2_ = std::max(0, env_choice("MERE_CUDA_MOE_DOWN_L2", {"off", "start", "end"}));
   // opt-in: bitwise, but measured no faster (norms) and 13-15% slower (gated norm + gate) on an H100
   // (s33a, docs/cuda-kernels.md §5.19)
   norm_mv_fused_ = env_choice("MERE_CUDA_NORM_MV", {"fused", "separate"}) == 0;

@@ -206,6 +206,11 @@ class CudaEngine final : public DeviceEngine {
   // sets as the dot reaches them. Read at load.
   static constexpr unsigned kMoeSetsRouter = 1, kMoeSetsGateUp = 2, kMoeSetsDown = 4;
   unsigned moe_sets_ = kMoeSetsRouter | kMoeSetsGateUp | kMoeSetsDown;
+  // MERE_CUDA_MOE_DOWN_L2: start / end: each routed gate/up block asks the L2 for its share of its
+  // expert's down matrix right after asking for its own weights / after storing its h rows, so moe_down's
+  // rows come from the L2 (k::moe_route_gate_up's down_l2; a hint, the same bits); unset or off: none.
+  // Read at load.
+  int moe_down_l2_ = 0;
   // MERE_CUDA_NORM_MV: fused: a decode step's input RMSNorms (and the dense models'
   // post-attention ones) inside the 4-bit projections' launch (qmatvec_src_multi, the same bits as
   // rms_norm_prep + the launch; docs/cuda-kernels.md §5.19); unset or separate: rms_norm_prep's own launch

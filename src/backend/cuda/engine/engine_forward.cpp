@@ -234,7 +234,8 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
   if (!kept(kAblMoe)) return;
   if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K)) {
     k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
-                         ridx_, rw_, xn, T, K, eg_, f1_, moe_sets_ & kMoeSetsGateUp);
+                         ridx_, rw_, xn, T, K, eg_, f1_, moe_sets_ & kMoeSetsGateUp, &L.experts.down, &L.shared.down,
+                         L.experts.gate.bits == 4 ? moe_down_l2_ : 0);
     k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_sets_ & kMoeSetsDown);
     return;
   }

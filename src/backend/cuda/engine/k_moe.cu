@@ -10,6 +10,7 @@
 // the T=1 result.
 #include <algorithm>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/env_choice.h"
 #include "backend/cuda/engine/k_math.cuh"
@@ -47,6 +48,43 @@ struct RouteIn {
   bool sorted;  // route_token's top-k form
 };
 
+// The down matrices moe_down reads after a routed moe_gate_up (kernels.h moe_route_gate_up's
+// `down_l2`): each gate/up block asks the L2 for its share (part of parts) of its expert's down codes,
+// scales and biases (the shared expert's block: of the shared down), so moe_down's rows come from the L2.
+// A hint only: no value changes. at: 0 none, 1 right after the block's own weights are asked for,
+// 2 after its h rows are stored.
+struct DownL2 {
+  const char* codes = nullptr;  // stacked experts' codes (null: none)
+  const uint16_t* scales = nullptr;
+  const uint16_t* biases = nullptr;
+  int64_t code_bytes = 0, groups = 0;  // of one expert's matrix
+  const char* scodes = nullptr;        // the shared expert's down
+  const uint16_t* sscales = nullptr;
+  const uint16_t* sbiases = nullptr;
+  int64_t scode_bytes = 0, sgroups = 0;
+  int at = 0;
+};
+
+__device__ __forceinline__ void prefetch_share(const char* codes, const uint16_t* sc, const uint16_t* bi, int64_t cb,
+                                               int64_t g, int part, int parts) {
+  const int64_t c0 = cb * part / parts, c1 = cb * (part + 1) / parts;
+  const int64_t g0 = g * part / parts, g1 = g * (part + 1) / parts;
+  prefetch_l2_inward(codes + c0, static_cast<size_t>(c1 - c0));
+  prefetch_l2_inward(sc + g0, static_cast<size_t>(g1 - g0) * 2);
+  prefetch_l2_inward(bi + g0, static_cast<size_t>(g1 - g0) * 2);
+}
+
+// Thread 0 of a gate/up block of expert `expert` (the shared one: `shared`) asks for its share.
+__device__ __forceinline__ void prefetch_down(const DownL2& d, bool shared, int64_t expert, int rows) {
+  if (threadIdx.x != 0) return;
+  const int parts = (rows + kWarps * kUpRows - 1) / (kWarps * kUpRows), part = static_cast<int>(blockIdx.x);
+  if (shared)
+    prefetch_share(d.scodes, d.sscales, d.sbiases, d.scode_bytes, d.sgroups, part, parts);
+  else
+    prefetch_share(d.codes + expert * d.code_bytes, d.scales + expert * d.groups, d.biases + expert * d.groups,
+                   d.code_bytes, d.groups, part, parts);
+}
+
 // grid (ceil(max(Ie, Is) / (kWarps*kUpRows)), K + 1, T); block k == K is the shared expert.
 // ROUTE: each expert block first routes its token with warp 0 (route_token, the moe_route kernel's
 // code: the same ids and weights) while the other warps stage x, so no routing launch sits between
@@ -54,11 +92,11 @@ struct RouteIn {
 // SETS (kernels.h moe_gate_up's `sets`; rows of at most two chunk sets): each warp asks for its rows'
 // chunks and their scales at once (load_sets); else the first set, then the scales and the second set
 // as the dot reaches them. The same sums (dot_sets runs dot_rows' per-chunk steps).
-template <int BITS, bool ROUTE, bool SETS>
+template <int BITS, bool ROUTE, bool SETS, bool DL2 = false>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_gate_up_kernel(DMat gate, DMat up, DMat sgate, DMat sup, const int32_t* __restrict__ idx,
                        const float* __restrict__ x, int K, float* __restrict__ h, float* __restrict__ hs,
-                       RouteIn route) {
+                       RouteIn route, DownL2 dl2) {
   using G = Geo<BITS>;
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
@@ -113,6 +151,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if constexpr (SETS) {
     RowSets<2 * kUpRows, 2> q;
     load_sets<BITS>(rr, nchunk, q);  // in flight while x is staged
+    if (DL2 && dl2.at == 1) prefetch_down(dl2, shared, expert, rows);
     if (!staged) {
       fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum);
       __syncthreads();
@@ -121,6 +160,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   } else {
     uint4 wv[2 * kUpRows];
     load_rows<BITS, 2 * kUpRows>(rr, lane, nchunk, wv);  // in flight while x is staged
+    if (DL2 && dl2.at == 1) prefetch_down(dl2, shared, expert, rows);
     if (!staged) {
       fill_x<BITS>(x + static_cast<int64_t>(t) * H, nchunk, xs, xsum);
       __syncthreads();
@@ -136,6 +176,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (shared) hs[static_cast<int64_t>(t) * rows + r0 + lane] = v;
     else h[(static_cast<int64_t>(t) * K + k) * rows + r0 + lane] = v;
   }
+  if (DL2 && dl2.at == 2) prefetch_down(dl2, shared, expert, rows);
 }
 
 // grid (ceil(H / kWarps), T); warp = one output row i. x in shared: h[t] (K*Ie) then hs[t] (Is).
@@ -260,7 +301,7 @@ bool moe_fused_supported(const DMat& gate, const DMat& up, const DMat& down, con
 namespace {
 void launch_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                     const int32_t* idx, const float* x, int64_t T, int64_t K, float* h, float* hs, const RouteIn* route,
-                    bool sets) {
+                    bool sets, const DownL2& dl2 = DownL2{}) {
   const int64_t rows = std::max(gate.rows, sgate.rows);
   dim3 grid(static_cast<unsigned>((rows + kWarps * kUpRows - 1) / (kWarps * kUpRows)), static_cast<unsigned>(K + 1),
             static_cast<unsigned>(T));
@@ -269,9 +310,12 @@ void launch_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat
   const int k = static_cast<int>(K);
   sets = sets && fits_sets(gate.cols * gate.bits / 128, 2);
   auto go = [&](const char* name, auto kernel) {
-    launch(name, kernel, grid, kWarps * 32, smem, s, gate, up, sgate, sup, idx, x, k, h, hs, r);
+    launch(name, kernel, grid, kWarps * 32, smem, s, gate, up, sgate, sup, idx, x, k, h, hs, r, dl2);
   };
-  if (gate.bits == 4 && route)
+  if (gate.bits == 4 && route && dl2.at)  // the down matrices asked of the L2 (sets only: the experiment's form)
+    sets ? go("moe_gate_up_kernel<4> (routing, down L2)", &moe_gate_up_kernel<4, true, true, true>)
+         : go("moe_gate_up_kernel<4> (routing, rows, down L2)", &moe_gate_up_kernel<4, true, false, true>);
+  else if (gate.bits == 4 && route)
     sets ? go("moe_gate_up_kernel<4> (routing)", &moe_gate_up_kernel<4, true, true>)
          : go("moe_gate_up_kernel<4> (routing, rows)", &moe_gate_up_kernel<4, true, false>);
   else if (gate.bits == 4)
@@ -299,11 +343,21 @@ bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K) {
 
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
-                       int64_t K, float* h, float* hs, bool sets) {
+                       int64_t K, float* h, float* hs, bool sets, const DMat* down, const DMat* sdown, int down_l2) {
   MERE_CHECK(moe_route_gate_up_supported(gate, E, K), "cuda moe", "routing gate/up: unsupported experts E ", E,
              " top-k ", K, " or width ", gate.cols);
+  MERE_CHECK(down_l2 >= 0 && down_l2 <= 2 &&
+                 (down_l2 == 0 || (gate.bits == 4 && down && sdown && down->bits && sdown->bits && !down->tiled &&
+                                   !sdown->tiled)),
+             "cuda moe", "routing gate/up: down_l2 ", down_l2, " needs 4-bit gate/up and quantised down matrices");
   const RouteIn r{logits, static_cast<int>(E), renorm, idx, w, topk_sorted()};
-  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r, sets);
+  DownL2 d;
+  if (down_l2) {
+    d = DownL2{static_cast<const char*>(down->data), down->scales, down->biases, down->rows * down->cols * down->bits / 8,
+               down->rows * (down->cols / 64), static_cast<const char*>(sdown->data), sdown->scales, sdown->biases,
+               sdown->rows * sdown->cols * sdown->bits / 8, sdown->rows * (sdown->cols / 64), down_l2};
+  }
+  launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r, sets, d);
 }
 
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,

@@ -186,9 +186,13 @@ void moe_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& s
 // with moe_route's code: bitwise the same ids, weights and h): whether E, K and the width fit.
 bool moe_route_gate_up_supported(const DMat& gate, int64_t E, int64_t K);
 // logits: [T, E] router logits; writes idx [T, K] and w [T, K] (for moe_down) and h, hs as moe_gate_up.
+// down_l2 (with the quantised down / sdown moe_down will read): each block asks the L2 for its share of
+// its expert's down matrix, 1 right after asking for its own weights, 2 after storing its h rows; 0 none.
+// A hint: the same values. 4-bit gate/up only.
 void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const DMat& sgate, const DMat& sup,
                        const float* logits, int64_t E, bool renorm, int32_t* idx, float* w, const float* x, int64_t T,
-                       int64_t K, float* h, float* hs, bool sets = true);
+                       int64_t K, float* h, float* hs, bool sets = true, const DMat* down = nullptr,
+                       const DMat* sdown = nullptr, int down_l2 = 0);
 // One launch: y = sum_k w[t,k] down_{idx[t,k]} h[t,k] + sigmoid(sg[t]) sdown hs[t] (in that order);
 // out[t] = residual ? out[t] + y : y.   out: [T, H]
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
