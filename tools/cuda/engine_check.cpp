@@ -444,7 +444,7 @@ std::string synth_q4(const Geometry& g, uint64_t seed, const char* name) {
 // MTP-head logits bitwise, greedy generations equal (switches that must not change a bit), and each
 // engine's MTP generation equal to its own plain one (the exactness contract). `var` is
 // read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_NORM, MERE_CUDA_MOE_LOADS, MERE_CUDA_NORM_MV, MERE_CUDA_PREP_MV, MERE_CUDA_MOE_BLOCK,
-// MERE_CUDA_STEP_NORM, MERE_CUDA_MV_TUNE's table): two loads side by side.
+// MERE_CUDA_STEP_NORM, MERE_CUDA_L2_AHEAD, MERE_CUDA_MOE_DOWN_L2, MERE_CUDA_MV_TUNE's table): two loads side by side.
 // A derived checkpoint (not under models/) is also held to the CPU reference.
 void env_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
               const char* value, bool cpu_reference = true, const std::string& ids_from = "") {
@@ -682,11 +682,16 @@ int main(int argc, char** argv) {
   guarded("qwen35-moe-tiny attention merge v1", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ATTN_COMBINE", "v1");
   });
+  // L2 prefetch hints (session 35): the same bits with and without them, and no fault from the spans
+  guarded("qwen35-moe-tiny L2 hints (MERE_CUDA_L2_AHEAD=on, MERE_CUDA_MOE_DOWN_L2=end)", [&] {
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_L2_AHEAD", "on");
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_DOWN_L2", "end");
+  });
   // The routing inside the gate/up launch and the one-launch MoE block at the real expert count (256,
   // top-8) and width, the split argmax (the default) against the one-block form over the real
   // vocabulary, and the one-launch GDN middle at the real heads: a random 4-bit checkpoint of the
   // 35B-A3B shapes cut to 4 layers
-  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, norm + router, MoE loads, norms and gates in the projections, MoE block, argmax block, GDN block, conv tokens", [&] {
+  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, norm + router, MoE loads, norms and gates in the projections, MoE block, argmax block, GDN block, conv tokens, L2 hints", [&] {
     Geometry g = geometry_preset("qwen3.5-35b-a3b");
     g.num_hidden_layers = 4;
     g.layer_types.clear();
@@ -702,6 +707,8 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_CONV", "loop", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_HEAD_PREFILL", "off", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_L2_AHEAD", "on", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_DOWN_L2", "start", false, "qwen35-moe-tiny");
     head_priming(root, "qwen3.5-35b-a3b-4l", dir, false, "qwen35-moe-tiny");
     fs::remove_all(dir);
   });
@@ -709,7 +716,7 @@ int main(int argc, char** argv) {
   // 128-wide kernels (gdn_decode's warp rows, the step + gated norm launch) need a real head
   // geometry: a random 4-bit checkpoint of the 0.8B geometry (prompt ids from the tiny model's
   // fixture; no CPU comparison: random weights, the pairs are what is checked)
-  guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion, GDN step + gated norm, norms and gates in the projections, GDN block, conv tokens", [&] {
+  guarded("qwen3.5-0.8b geometry (synthetic 4-bit) fusion, GDN step + gated norm, norms and gates in the projections, GDN block, conv tokens, L2 hints", [&] {
     const std::string dir = synth_q4(geometry_preset("qwen3.5-0.8b"), 15, "mere-engine-check-0.8b-q4");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_GDN_BLOCK", "on", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_STEP_NORM", "fused", false, "qwen35-dense-tiny");
@@ -718,6 +725,7 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_FUSE", "0", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_ATTN_COMBINE", "v1", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_CONV", "tokens", false, "qwen35-dense-tiny");
+    env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_L2_AHEAD", "out", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_CONV", "loop", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_DRAFTS", "host", false, "qwen35-dense-tiny");
     env_pair(root, "qwen3.5-0.8b", dir, "MERE_CUDA_HEAD_PREFILL", "off", false, "qwen35-dense-tiny");

@@ -33,6 +33,13 @@ bool norm_w_early() {
   return on;
 }
 
+bool gdn_s_early() {
+  static const bool on = [] {
+    return env_choice("MERE_CUDA_GDN_S", {"late", "early"}) == 1;
+  }();
+  return on;
+}
+
 DeviceGuard::DeviceGuard(int ordinal) {
   MERE_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != ordinal) {

@@ -59,17 +59,18 @@ __device__ __forceinline__ StepIn load_step(const float* q, const float* k, cons
 // Token t + 1's inputs are loaded before token t's arithmetic (two named buffers, each refilled only
 // after its last use and never under a branch: no register moves that wait for a load), so a
 // width-T pass waits for one load latency instead of T (session 27; the arithmetic is unchanged).
+// row_step_from: the same with the lane's float4 of the row already loaded (s = its value in S; gdn_decode
+// may load it before its PDL wait: S is written by no launch of the pass before the step's own).
 template <bool kL2 = false, int D = kD>
-__device__ __forceinline__ void row_step(float* __restrict__ S, const float* __restrict__ q,
-                                         const float* __restrict__ k, const float* __restrict__ v,
-                                         const float* __restrict__ g, const float* __restrict__ beta, int T, int Hk,
-                                         int Hv, int row, int lane, float* __restrict__ o) {
+__device__ __forceinline__ void row_step_from(float4 s, float* __restrict__ S, const float* __restrict__ q,
+                                              const float* __restrict__ k, const float* __restrict__ v,
+                                              const float* __restrict__ g, const float* __restrict__ beta, int T,
+                                              int Hk, int Hv, int row, int lane, float* __restrict__ o) {
   constexpr int L = kRowLanes<D>;
   const int h = row / D, i = row - h * D;
   const int kh = h / (Hv / Hk);
   float4* srow = reinterpret_cast<float4*>(S + static_cast<size_t>(row) * D) + lane;
   if (T < 1) return;  // nothing to step (the first load below reads token 0)
-  float4 s = *srow;
   auto step = [&](const StepIn& in, int t) {
     const float decay = expf(in.g);
     s.x = __fmul_rn(s.x, decay);
@@ -100,6 +101,16 @@ __device__ __forceinline__ void row_step(float* __restrict__ S, const float* __r
     step(b, t + 1);
   }
   *srow = s;
+}
+
+template <bool kL2 = false, int D = kD>
+__device__ __forceinline__ void row_step(float* __restrict__ S, const float* __restrict__ q,
+                                         const float* __restrict__ k, const float* __restrict__ v,
+                                         const float* __restrict__ g, const float* __restrict__ beta, int T, int Hk,
+                                         int Hv, int row, int lane, float* __restrict__ o) {
+  if (T < 1) return;
+  const float4 s = reinterpret_cast<const float4*>(S + static_cast<size_t>(row) * D)[lane];
+  row_step_from<kL2, D>(s, S, q, k, v, g, beta, T, Hk, Hv, row, lane, o);
 }
 
 }  // namespace mere::cuda::gdn

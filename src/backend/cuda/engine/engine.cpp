@@ -95,6 +95,7 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   arena_.end_uploads();
   init_moe_block();
   init_gdn_mid();
+  init_l2_ahead();
   alloc_scratch();
   tune_matvecs();
 }
@@ -145,6 +146,43 @@ DLayer CudaEngine::upload_layer(const LayerWeights& L, int64_t index) {
   d.shared = mlp(L.moe.shared, false);
   d.shared_gate = arena_.upload(L.moe.shared_gate, "shared_expert_gate", true);
   return d;
+}
+
+namespace {
+// The codes, scales and biases of each quantised matrix of `ms` as L2 prefetch spans (l2_ahead.h);
+// float and tiled matrices are left out (their matvecs read other layouts).
+L2Ahead ahead_of(std::initializer_list<const DMat*> ms) {
+  L2Ahead a;
+  auto add = [&](const void* p, int64_t bytes) {
+    MERE_CHECK(a.n < L2Ahead::kSpans, "cuda engine", "MERE_CUDA_L2_AHEAD: more than ", L2Ahead::kSpans, " spans");
+    a.p[a.n] = static_cast<const char*>(p);
+    a.bytes[a.n++] = static_cast<uint64_t>(bytes);
+  };
+  for (const DMat* m : ms) {
+    if (!m->quantized() || m->tiled || m->count != 1) continue;
+    const int64_t groups = m->rows * (m->cols / 64) * 2;
+    add(m->data, m->rows * m->cols * m->bits / 8);
+    add(m->scales, groups);
+    add(m->biases, groups);
+  }
+  return a;
+}
+}  // namespace
+
+void CudaEngine::init_l2_ahead() {
+  const int mode = std::max(0, env_choice("MERE_CUDA_L2_AHEAD", {"off", "out", "in", "on"}));  // bit 1 out, bit 2 in
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    DLayer& L = layers_[i];
+    if (mode & 1) {
+      if (L.kind == LayerKind::Full) L.attn.o_ahead = ahead_of({&L.attn.o});
+      else L.gdn.out_ahead = ahead_of({&L.gdn.out});
+    }
+    if ((mode & 2) && cfg_.is_moe && i + 1 < layers_.size()) {
+      const DLayer& N = layers_[i + 1];
+      L.next_in = N.kind == LayerKind::Full ? ahead_of({&N.attn.q, &N.attn.k, &N.attn.v})
+                                            : ahead_of({&N.gdn.qkv, &N.gdn.z, &N.gdn.b, &N.gdn.a});
+    }
+  }
 }
 
 float* CudaEngine::take(int64_t floats) {

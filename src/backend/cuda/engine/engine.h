@@ -22,10 +22,12 @@ namespace mere::cuda {
 struct DAttn {
   DMat q, k, v, o;                 // q: [nh*hd*2, H] per head [q | gate]
   const float *q_norm = nullptr, *k_norm = nullptr;  // [hd]
+  L2Ahead o_ahead;                 // o asked of the L2 by the span merge (MERE_CUDA_L2_AHEAD; n = 0: not)
 };
 struct DGdn {
   DMat qkv, z, b, a, out;
   const float *conv = nullptr, *dt_bias = nullptr, *neg_a = nullptr, *norm = nullptr;
+  L2Ahead out_ahead;  // out asked of the L2 by the recurrent step (MERE_CUDA_L2_AHEAD; n = 0: not)
 };
 struct DMlp {
   DMat gate, up, down;  // count = E for stacked experts
@@ -39,6 +41,7 @@ struct DLayer {
   DMlp mlp;                   // dense
   DMat router, shared_gate;   // MoE
   DMlp experts, shared;
+  L2Ahead next_in;  // the next layer's input projections, asked of the L2 by moe_down (MERE_CUDA_L2_AHEAD)
 };
 
 class CudaEngine final : public DeviceEngine {
@@ -153,7 +156,12 @@ class CudaEngine final : public DeviceEngine {
   // The recurrent GatedDeltaNet step over T tokens of one layer's state S (gdn.h's layout):
   // gdn_decode where it takes the heads (128 or 64 wide), else the generic kernel.
   void gdn_recurrent(float* S, const float* q, const float* k, const float* v, const float* g, const float* beta,
-                     int64_t T, float* o);
+                     int64_t T, float* o, const L2Ahead* ahead = nullptr);
+  // MERE_CUDA_L2_AHEAD (read at load; docs/cuda-kernels.md §5.22): which weights a short launch asks the
+  // L2 for ahead of the matvec that reads them (l2_ahead.h): out -> each layer's output projection (GDN
+  // out_proj by the recurrent step, o_proj by the attention's span merge), in -> the next layer's input
+  // projections (by the MoE down launch), on -> both; unset or off -> none. Hints: the same bits.
+  void init_l2_ahead();
   void gemm_shared(std::initializer_list<std::pair<const DMat*, float*>> outs, const float* x, int64_t T,
                    int64_t prepared_cols = -1);
   void swiglu_gemm(const DMat& down, float* g, const float* u, int64_t T, float* out);

@@ -123,8 +123,9 @@ bool CudaEngine::attention_block(const DAttn& a, const float* xn, bool xn_prepar
   if (kept(kAblAttn)) {
     k::attn_prepare(s, qg_, kk_, vv_, a.q_norm, a.k_norm, pos, T, nh, nkv, hd, cfg_.rotary_dim, cfg_.rope_theta,
                     static_cast<float>(cfg_.rms_norm_eps), q_, kc, vc);
-    if (attn_gqa_) k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_);
-    else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_);
+    if (attn_gqa_)
+      k::attention_gqa(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_, &a.o_ahead);
+    else k::attention(s, q_, kc, vc, pos, T, nh, nkv, hd, scale, kSpans, aws_, att_, attn_combine_v2_, &a.o_ahead);
   }
   if (const int ob = fuse_bits({&a.o})) {  // gate + prepare in one launch, o_proj added to x by its matvec
     const QMatvecSource gate{QMatvecSource::Kind::SigmoidGate, att_, nullptr, qg_, 0.0f, static_cast<int>(hd)};
@@ -190,7 +191,7 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
     accumulate_prepared(g.out, T, x);
     return true;
   }
-  if (kept(kAblGdn)) gdn_recurrent(st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, core_);
+  if (kept(kAblGdn)) gdn_recurrent(st.S(li), gq_, gk_, gv_, gg_, gbeta_, T, core_, &g.out_ahead);
   if (ob) {  // norm + prepare, out_proj added to x
     const QMatvecSource gn{QMatvecSource::Kind::GatedRmsNorm, core_, g.norm, z_, eps, static_cast<int>(Dv)};
     if (src_in_launch({&g.out}, gn, T)) {  // or the norm inside out_proj's launch
@@ -236,14 +237,16 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
     k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
                          ridx_, rw_, xn, T, K, eg_, f1_, moe_sets_ & kMoeSetsGateUp, &L.experts.down, &L.shared.down,
                          L.experts.gate.bits == 4 ? moe_down_l2_ : 0);
-    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_sets_ & kMoeSetsDown);
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_sets_ & kMoeSetsDown,
+                &L.next_in);
     return;
   }
   k::moe_route(s, rlog_, T, E, K, cfg_.norm_topk_prob, ridx_, rw_);
   if (fused) {
     k::moe_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, ridx_, xn, T, K, eg_, f1_,
                    moe_sets_ & kMoeSetsGateUp);
-    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_sets_ & kMoeSetsDown);
+    k::moe_down(s, L.experts.down, L.shared.down, ridx_, rw_, sg_, eg_, f1_, T, K, true, x, moe_sets_ & kMoeSetsDown,
+                &L.next_in);
     return;
   }
   k::gemv(s, L.experts.gate, xn, T * K, K, ridx_, eg_);
@@ -662,9 +665,9 @@ void CudaEngine::draft_greedy(const float* hidden, const int32_t* ids, int64_t n
 }
 
 void CudaEngine::gdn_recurrent(float* S, const float* q, const float* k, const float* v, const float* g,
-                               const float* beta, int64_t T, float* o) {
+                               const float* beta, int64_t T, float* o, const L2Ahead* ahead) {
   const int64_t Hk = cfg_.lin_k_heads, Dk = cfg_.lin_k_dim, Hv = cfg_.lin_v_heads, Dv = cfg_.lin_v_dim;
-  if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, S, q, k, v, g, beta, T, Hk, Hv, Dk, Dv, o);
+  if (gdn_decode_supported(Dk, Dv)) gdn_decode(dev_, S, q, k, v, g, beta, T, Hk, Hv, Dk, Dv, o, ahead);
   else k::gdn_generic(dev_.stream(), S, q, k, v, g, beta, T, Hk, Hv, Dk, Dv, o);
 }
 

@@ -158,7 +158,8 @@ __global__ void __launch_bounds__(kThreads)
 // with the same factors. Each value is computed by the same operations in the same order as above:
 // bitwise attn_combine_kernel.
 template <int SP>
-__global__ void __launch_bounds__(kThreads) attn_combine_v2_kernel(const float* ws, int nh, int hd, float* out) {
+__global__ void __launch_bounds__(kThreads) attn_combine_v2_kernel(const float* ws, int nh, int hd, float* out,
+                                                                   L2Ahead ahead) {
   static_assert(SP >= 1 && SP <= 32, "a lane a span");
   pdl_begin();
   __shared__ float fs[SP];  // exp(m_s - M), or 0 for an empty span (never used: the chains skip it)
@@ -184,6 +185,7 @@ __global__ void __launch_bounds__(kThreads) attn_combine_v2_kernel(const float* 
     if (lane == 0) Ls = L;
   }
   __syncthreads();
+  l2_ahead(ahead);  // the spans' (m, l) are in: the later weights (o_proj) queue behind nothing of ours
   const float L = Ls;
   for (int d = threadIdx.x; d < hd; d += kThreads) {
     float o[SP];
@@ -197,11 +199,13 @@ __global__ void __launch_bounds__(kThreads) attn_combine_v2_kernel(const float* 
   }
 }
 
-// attn_combine_kernel, or its v2 for the engine's 16 spans
-void launch_combine(cudaStream_t s, const float* ws, int nh, int hd, int spans, int64_t T, float* out, bool v2) {
+// attn_combine_kernel, or its v2 for the engine's 16 spans (only v2 asks the L2 for `ahead`)
+void launch_combine(cudaStream_t s, const float* ws, int nh, int hd, int spans, int64_t T, float* out, bool v2,
+                    const L2Ahead* ahead) {
   dim3 g2(static_cast<unsigned>(nh), static_cast<unsigned>(T));
   if (v2 && spans == 16)
-    launch("attn_combine_v2_kernel", &attn_combine_v2_kernel<16>, g2, kThreads, 0, s, ws, nh, hd, out);
+    launch("attn_combine_v2_kernel", &attn_combine_v2_kernel<16>, g2, kThreads, 0, s, ws, nh, hd, out,
+           ahead ? *ahead : L2Ahead{});
   else
     launch("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, ws, nh, hd, spans, out);
 }
@@ -467,12 +471,13 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans) { return T * nh * spans * (hd + 2); }
 
 void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
-               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out, bool combine_v2) {
+               int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out, bool combine_v2,
+               const L2Ahead* ahead) {
   MERE_CHECK(hd <= kMaxHd && nh % nkv == 0, "cuda attention", "unsupported heads ", nh, "/", nkv, " head_dim ", hd);
   dim3 grid(static_cast<unsigned>(nh), static_cast<unsigned>(spans), static_cast<unsigned>(T));
   launch("attn_split_kernel", attn_split_kernel, grid, kThreads, 0, s, q, kc, vc, pos, static_cast<int>(nh),
          static_cast<int>(nkv), static_cast<int>(hd), scale, ws);
-  launch_combine(s, ws, static_cast<int>(nh), static_cast<int>(hd), spans, T, out, combine_v2);
+  launch_combine(s, ws, static_cast<int>(nh), static_cast<int>(hd), spans, T, out, combine_v2, ahead);
 }
 
 bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd) {
@@ -481,7 +486,7 @@ bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd) {
 
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
                    int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
-                   bool combine_v2) {
+                   bool combine_v2, const L2Ahead* ahead) {
   MERE_CHECK(nkv >= 1 && nh % nkv == 0 && nh / nkv <= kGqaMaxG, "cuda attention (MERE_CUDA_ATTN=gqa)",
              "unsupported heads: ", nh, " query heads over ", nkv, " KV heads (", nkv >= 1 ? nh / nkv : 0,
              " a KV head); the GQA kernel takes at most ", kGqaMaxG, " query heads a KV head");
@@ -492,7 +497,7 @@ void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float*
   if (hd == 64) launch_gqa_g<64>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
   else if (hd == 128) launch_gqa_g<128>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
   else launch_gqa_g<256>(G, s, grid, q, kc, vc, pos, inh, inkv, scale, ws);
-  launch_combine(s, ws, inh, static_cast<int>(hd), spans, T, out, combine_v2);
+  launch_combine(s, ws, inh, static_cast<int>(hd), spans, T, out, combine_v2, ahead);
 }
 
 bool sigmoid_gate(cudaStream_t s, float* out, const float* qg, int64_t T, int64_t nh, int64_t hd, uint16_t* xq) {

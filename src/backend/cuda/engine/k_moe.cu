@@ -188,7 +188,7 @@ template <int BITS, bool SETS>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     moe_down_kernel(DMat down, DMat sdown, const int32_t* __restrict__ idx, const float* __restrict__ w,
                     const float* __restrict__ sg, const float* __restrict__ h, const float* __restrict__ hs, int K,
-                    bool residual, float* __restrict__ out) {
+                    bool residual, float* __restrict__ out, L2Ahead ahead) {
   using G = Geo<BITS>;
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
@@ -232,6 +232,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   }
   fill_x<BITS>(h + static_cast<int64_t>(t) * K * Ie, K * ce, xs, xsum);
   fill_x<BITS>(hs + static_cast<int64_t>(t) * Is, cs, xs + K * ce * G::S, xsum + K * ce);
+  l2_ahead(ahead);  // the block's own rows are asked for: later weights (the next layer's inputs) behind them
   __syncthreads();
   float acc = 0.0f;
   for (int g0 = 0; g0 < K; g0 += kDownGroup) {
@@ -361,13 +362,14 @@ void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const D
 }
 
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
-              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out, bool sets) {
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out, bool sets,
+              const L2Ahead* ahead) {
   dim3 grid(static_cast<unsigned>((down.rows + kWarps - 1) / kWarps), static_cast<unsigned>(T));
   const size_t smem = smem_floats(down.bits, K * down.cols + sdown.cols) * 4;
   sets = sets && fits_sets(down.cols * down.bits / 128, 1) && fits_sets(sdown.cols * down.bits / 128, 1);
   auto go = [&](const char* name, auto kernel) {
     launch(name, kernel, grid, kWarps * 32, smem, s, down, sdown, idx, w, sg, h, hs, static_cast<int>(K), residual,
-           out);
+           out, ahead ? *ahead : L2Ahead{});
   };
   if (down.bits == 4)
     sets ? go("moe_down_kernel<4>", &moe_down_kernel<4, true>)

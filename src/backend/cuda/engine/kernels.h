@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda/engine/dmatrix.h"
+#include "backend/cuda/l2_ahead.h"
 
 namespace mere::cuda::k {
 
@@ -143,10 +144,11 @@ void attn_prepare(cudaStream_t s, const float* qg, const float* k, const float* 
 // (fixed by the caller, not by the length), then merged in order. ws: attention_ws_floats.
 int64_t attention_ws_floats(int64_t T, int64_t nh, int64_t hd, int spans);
 // combine_v2: the merge as attn_combine_v2_kernel (16 spans; the engine's default, MERE_CUDA_ATTN_COMBINE;
-// the same bits as attn_combine_kernel).
+// the same bits as attn_combine_kernel). ahead (v2 only; may be null): a later launch's weights the merge's
+// blocks ask the L2 for (l2_ahead.h; the engine's MERE_CUDA_L2_AHEAD: o_proj); no value changes.
 void attention(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
                int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
-               bool combine_v2 = false);
+               bool combine_v2 = false, const L2Ahead* ahead = nullptr);
 // The same contract and result layout (same ws, same spans, same merge), GQA-aware: a block per
 // (KV head, span, row) scores and accumulates all nh/nkv (<= 8) query heads of that KV head, so K
 // and V are read once per KV head instead of once per query head; coalesced K and V rows.
@@ -155,7 +157,7 @@ void attention(cudaStream_t s, const float* q, const float* kc, const float* vc,
 bool attention_gqa_supported(int64_t nh, int64_t nkv, int64_t hd);
 void attention_gqa(cudaStream_t s, const float* q, const float* kc, const float* vc, const int32_t* pos, int64_t T,
                    int64_t nh, int64_t nkv, int64_t hd, float scale, int spans, float* ws, float* out,
-                   bool combine_v2 = false);
+                   bool combine_v2 = false, const L2Ahead* ahead = nullptr);
 // out[t, h, :] *= sigmoid(qg[t, h, 1, :]). xq (prefill; null: none): the result also rounded to bf16
 // in qgemm_prepare_x's layout (gemm.h), bitwise that launch after this one; returns whether xq was
 // written (needs nh * hd % 8 == 0).                   out: [T, nh, hd]; xq: [T, nh * hd] bf16
@@ -195,8 +197,11 @@ void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const D
                        const DMat* sdown = nullptr, int down_l2 = 0);
 // One launch: y = sum_k w[t,k] down_{idx[t,k]} h[t,k] + sigmoid(sg[t]) sdown hs[t] (in that order);
 // out[t] = residual ? out[t] + y : y.   out: [T, H]
+// ahead (may be null): a later launch's weights every block asks the L2 for once its own rows are asked
+// for (l2_ahead.h; the engine's MERE_CUDA_L2_AHEAD: the next layer's input projections); no value changes.
 void moe_down(cudaStream_t s, const DMat& down, const DMat& sdown, const int32_t* idx, const float* w, const float* sg,
-              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out, bool sets = true);
+              const float* h, const float* hs, int64_t T, int64_t K, bool residual, float* out, bool sets = true,
+              const L2Ahead* ahead = nullptr);
 // out[t] = sum_k w[t,k] y[t,k] + sigmoid(sg[t]) shared[t]   (in that order)
 // y: [T, K, H]; shared: [T, H]; sg: [T]; out: [T, H]
 void moe_combine(cudaStream_t s, const float* y, const float* w, const float* shared, const float* sg, int64_t T,
