@@ -2,30 +2,30 @@
 # Session 35's 1st call, written in session 35 (no device was lent then) for the next one
 # (mere.run, mere_cuda_check, mere_engine_check and the trace build's mere.run: `tools/cuda/make_carry.sh
 # --trace`; bench/cuda and bench/cpu aside, the bundled models travel). docs/cuda-kernels.md §5.22.
-#  1. checks of the session's switches: cuda_check gdn under MERE_CUDA_GDN_S=early; engine_check's L2-hint
-#     pairs (qwen35-moe-tiny; the 4-layer 35B-A3B geometry, with its older pairs); GDN_S late vs early in two
+#  1. checks of the session's switches: cuda_check gdn under MERE_CUDA_GDN_STATE=early; engine_check's L2-hint
+#     pairs (qwen35-moe-tiny; the 4-layer 35B-A3B geometry, with its older pairs); GDN_STATE late vs early in two
 #     processes (greedy 64 token ids and `text logits` on both bundled models, ids at the 35B-A3B geometry);
 #  2. on an H200: the 35B-A3B receipt with session 34's defaults (512-token prompt, 128 generated, 5 reps);
 #  3. decode A/Bs at the 35B-A3B geometry (`mere.run bench --prompt-tokens 64 --gen-tokens 128 --reps 3`, two
 #     alternating rounds): MERE_CUDA_L2_AHEAD off / out / in / on, MERE_CUDA_MOE_DOWN_L2 start / end,
-#     MERE_CUDA_GDN_S early;
+#     MERE_CUDA_GDN_STATE early;
 #  4. the 35B-A3B step in sequence (kernel trace, no graphs) with the defaults and with L2_AHEAD=on.
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-560} . tools/cuda/call_prelude.sh
-MERE_CUDA_GDN_S=early CC_TAG=-s-early cuda_checks gdn; pack
+MERE_CUDA_GDN_STATE=early CC_TAG=-s-early cuda_checks gdn; pack
 engine_checks 150 "qwen35-moe-tiny L2 hints"; pack
-# `same MODEL TAG [ids]`: greedy 64 tokens (and, without "ids", the logits of 12 prompt ids), GDN_S late vs early
+# `same MODEL TAG [ids]`: greedy 64 tokens (and, without "ids", the logits of 12 prompt ids), GDN_STATE late vs early
 same() {
   for v in late early; do
-    MERE_CUDA_GDN_S=$v timeout 60 $B/mere.run text generate --model $1 --backend cuda --prompt "The history of the city" \
+    MERE_CUDA_GDN_STATE=$v timeout 60 $B/mere.run text generate --model $1 --backend cuda --prompt "The history of the city" \
       --max-tokens 64 --temperature 0 --ignore-eos --no-mtp --json 2>/dev/null |
       python3 -c "import json,sys; print(json.load(sys.stdin)['token_ids'])" >$OUT/gen-$2-$v.txt
-    [ -z "$3" ] && MERE_CUDA_GDN_S=$v timeout 60 $B/mere.run text logits --model $1 --backend cuda \
+    [ -z "$3" ] && MERE_CUDA_GDN_STATE=$v timeout 60 $B/mere.run text logits --model $1 --backend cuda \
       --token-ids 1,2,3,4,5,6,7,8,9,10,11,12 --output /tmp/lg-$2-$v.npy >/dev/null 2>&1
   done
   [ -s $OUT/gen-$2-late.txt ] || { echo "$2: NO OUTPUT (model missing or failed)"; return; }
   local ids="greedy ids $(cmp -s $OUT/gen-$2-late.txt $OUT/gen-$2-early.txt && echo equal || echo DIFFER)"
-  [ -n "$3" ] && { echo "$2 GDN_S: $ids"; return; }
-  echo "$2 GDN_S: $ids, logits $(cmp -s /tmp/lg-$2-late.npy /tmp/lg-$2-early.npy && echo bitwise || echo DIFFER)" \
+  [ -n "$3" ] && { echo "$2 GDN_STATE: $ids"; return; }
+  echo "$2 GDN_STATE: $ids, logits $(cmp -s /tmp/lg-$2-late.npy /tmp/lg-$2-early.npy && echo bitwise || echo DIFFER)" \
     "($(stat -c %s /tmp/lg-$2-late.npy 2>/dev/null) bytes)"
 }
 same models/qwen35-moe-tiny moe-tiny; same models/qwen35-dense-tiny dense-tiny; pack
@@ -47,7 +47,7 @@ abn() {
 }
 abn 35b-l2 MERE_CUDA_L2_AHEAD out in on; pack
 abn 35b-dl2 MERE_CUDA_MOE_DOWN_L2 start end; pack
-abn 35b-gs MERE_CUDA_GDN_S early; pack
+abn 35b-gstate MERE_CUDA_GDN_STATE early; pack
 for v in off on; do
   left 40 && MERE_CUDA_L2_AHEAD=$v MERE_CUDA_GRAPH=0 MERE_CUDA_TRACE_OUT=$OUT/trace-35b-l2$v.json timeout 60 $B/trace/mere.run \
     bench --model $D35 --backend cuda --prompt-tokens 64 --gen-tokens 48 --reps 1 >/dev/null 2>$OUT/trace-35b-l2$v.err &&

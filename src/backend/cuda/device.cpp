@@ -33,9 +33,9 @@ bool norm_w_early() {
   return on;
 }
 
-bool gdn_s_early() {
+bool gdn_state_early() {
   static const bool on = [] {
-    return env_choice("MERE_CUDA_GDN_S", {"late", "early"}) == 1;
+    return env_choice("MERE_CUDA_GDN_STATE", {"late", "early"}) == 1;
   }();
   return on;
 }

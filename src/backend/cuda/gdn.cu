@@ -14,7 +14,7 @@ constexpr int kWarps = 8;
 
 // D = 128: a warp a row; D = 64: two rows a warp (gdn_step.cuh). Hv * D rows fill whole blocks
 // (8 warps = 8 or 16 rows, Hv * D a multiple of 64).
-// S_EARLY (MERE_CUDA_GDN_S=early): the lane's float4 of its S row is loaded before the PDL wait, through
+// S_EARLY (MERE_CUDA_GDN_STATE=early): the lane's float4 of its S row is loaded before the PDL wait, through
 // the L2 (__ldcg: S was last written by an earlier pass's launch, not by any launch this one overlaps).
 // ahead: the later weights every block asks the L2 for once its own S loads are out (l2_ahead.h).
 template <int D, bool S_EARLY>
@@ -50,7 +50,7 @@ void gdn_decode(CudaDevice& dev, float* S, const float* q, const float* k, const
   MERE_CHECK(T >= 1 && T * Hv * Dv < (int64_t{1} << 31), "cuda gdn_decode", "token count out of range, got ", T);
   DeviceGuard guard(dev.ordinal());
   const int rows = static_cast<int>(Hv * Dv), per_block = kWarps * 32 / static_cast<int>(Dv / 4);
-  const bool early = gdn_s_early();
+  const bool early = gdn_state_early();
   auto kernel = Dv == 128 ? (early ? &gdn_decode_kernel<128, true> : &gdn_decode_kernel<128, false>)
                           : (early ? &gdn_decode_kernel<64, true> : &gdn_decode_kernel<64, false>);
   launch("gdn_decode_kernel", kernel, (rows + per_block - 1) / per_block, kWarps * 32, 0, dev.stream(), S, q, k, v, g,

@@ -16,8 +16,8 @@ namespace mere::cuda {
 
 bool gdn_decode_supported(int64_t Dk, int64_t Dv);
 // ahead (may be null): a later launch's weights, asked of the L2 by every block after its own S loads
-// (l2_ahead.h; the engine's MERE_CUDA_L2_AHEAD: the layer's out_proj). MERE_CUDA_GDN_S=early: the S rows
-// are loaded before the PDL wait (launch.cuh gdn_s_early). Neither changes a value.
+// (l2_ahead.h; the engine's MERE_CUDA_L2_AHEAD: the layer's out_proj). MERE_CUDA_GDN_STATE=early: the S rows
+// are loaded before the PDL wait (launch.cuh gdn_state_early). Neither changes a value.
 void gdn_decode(CudaDevice& dev, float* S, const float* q, const float* k, const float* v, const float* g,
                 const float* beta, int64_t T, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, float* o,
                 const L2Ahead* ahead = nullptr);

@@ -90,11 +90,11 @@ bool pdl_early();
 // +3.6%, 27B +1.6%); late -> after the reduction, where they are used (the same bits). Read once per
 // process (device.cpp).
 bool norm_w_early();
-// MERE_CUDA_GDN_S: early -> gdn_decode loads each lane's float4 of its S row before the PDL wait (S is
-// written by no launch of the pass before the step's own), so the step's state waits for no DRAM round
-// trip after the wait (the same values, the same bits); unset or late -> after it. Read once per process
-// (device.cpp).
-bool gdn_s_early();
+// MERE_CUDA_GDN_STATE: early -> gdn_decode loads each lane's float4 of its S row, and conv_gdn_prepare each
+// channel's conv state and weights, before the PDL wait (the state is written by no launch of the pass before
+// the kernel's own), so neither waits for a DRAM round trip after the wait (the same values, the same bits);
+// unset or late -> after it. Read once per process (device.cpp).
+bool gdn_state_early();
 
 // kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute (when pdl_enabled()); a launch
 // error throws mere::Error naming `what`.

@@ -191,22 +191,31 @@ __device__ __forceinline__ void prep_store_v(int kd, int Hv, int Dv, int c, int 
 // channel loads token t + 1's input before token t's work; the arithmetic of every output is v1's (v2's chunks,
 // session 27, measured slower at T = 1 and no faster at T = 8: the gates block's token loop was the
 // width-8 pass's long pole, docs/cuda-kernels.md §5.15).
+// early (MERE_CUDA_GDN_STATE=early, launch.cuh gdn_state_early): each channel's conv state and conv
+// weights are loaded before the PDL wait (the state through the L2: it was last written by an earlier
+// pass's launch, and the launch before this one waits before it triggers, so no writer of it still runs;
+// the weights by no launch); the same values, the same bits.
+template <bool EARLY>
 __global__ void __launch_bounds__(kPrepThreads)
     conv_gdn_prepare_kernel(float* state, const float* w, const float* raw, int T, int K, const float* a,
                             const float* b, const float* neg_a, const float* dt_bias, int Hk, int Dk, int Hv, int Dv,
                             float* q, float* k, float* v, float* g, float* beta, GdnTraceOut tr) {
-  pdl_begin();
   __shared__ float partial[kPrepThreads / 32];
   const int blk = blockIdx.x, tid = threadIdx.x, kd = Hk * Dk, C = 2 * kd + Hv * Dv;
-  if (blk == 2 * Hk + Hv) {
+  const bool qk = blk < 2 * Hk, gates = blk == 2 * Hk + Hv;
+  const int D = qk ? Dk : Dv, c = (qk ? blk * Dk : 2 * kd + (blk - 2 * Hk) * Dv) + tid;
+  const bool mine = !gates && tid < D;
+  float hist[kMaxConvK], wk[EARLY ? kMaxConvK : 1];
+  if (EARLY && mine) {
+    for (int j = 0; j < K - 1; ++j) hist[j] = __ldcg(state + static_cast<int64_t>(j) * C + c);
+    for (int j = 0; j < K; ++j) wk[j] = w[c * K + j];
+  }
+  pdl_begin();
+  if (gates) {
     prep_gates(tid, kPrepThreads, T, Hv, a, b, neg_a, dt_bias, g, beta, tr);
     return;
   }
-  const bool qk = blk < 2 * Hk;
-  const int D = qk ? Dk : Dv, c = (qk ? blk * Dk : 2 * kd + (blk - 2 * Hk) * Dv) + tid;
-  const bool mine = tid < D;
-  float hist[kMaxConvK];
-  if (mine)
+  if (!EARLY && mine)
     for (int j = 0; j < K - 1; ++j) hist[j] = state[static_cast<int64_t>(j) * C + c];
   const float qscale = 1.0f / sqrtf(static_cast<float>(Dk));
   float next = mine ? raw[c] : 0.0f;  // token t + 1's input is loaded before token t's work
@@ -214,7 +223,9 @@ __global__ void __launch_bounds__(kPrepThreads)
     const float in = next;
     next = mine && t + 1 < T ? raw[static_cast<int64_t>(t + 1) * C + c] : 0.0f;
     if (mine && tr.raw) tr.raw[static_cast<int64_t>(t) * C + c] = in;
-    const float y = mine ? conv_step(hist, w, c, K, in) : 0.0f;
+    float y = 0.0f;
+    if constexpr (EARLY) y = mine ? conv_step_w(hist, wk, K, in) : 0.0f;
+    else y = mine ? conv_step(hist, w, c, K, in) : 0.0f;
     if (qk) {  // block-uniform
       const float r = 1.0f / sqrtf(__fadd_rn(block_sum(__fmaf_rn(y, y, 0.0f), partial), 1e-6f));
       if (mine) prep_store_qk(blk, Hk, kd, c, t, y, r, qscale, q, k, tr);
@@ -403,9 +414,9 @@ void conv_gdn_prepare(cudaStream_t s, float* state, const float* w, const float*
            static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta, trace);
     return;
   }
-  launch("conv_gdn_prepare_kernel", conv_gdn_prepare_kernel, grid, kPrepThreads, 0, s, state, w, raw,
-         static_cast<int>(T), static_cast<int>(K), a, b, neg_a, dt_bias, static_cast<int>(Hk), static_cast<int>(Dk),
-         static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta, trace);
+  launch("conv_gdn_prepare_kernel", gdn_state_early() ? &conv_gdn_prepare_kernel<true> : &conv_gdn_prepare_kernel<false>,
+         grid, kPrepThreads, 0, s, state, w, raw, static_cast<int>(T), static_cast<int>(K), a, b, neg_a, dt_bias,
+         static_cast<int>(Hk), static_cast<int>(Dk), static_cast<int>(Hv), static_cast<int>(Dv), q, k, v, g, beta, trace);
 }
 
 void gdn_generic(cudaStream_t s, float* S, const float* q, const float* k, const float* v, const float* g,
