@@ -444,7 +444,7 @@ std::string synth_q4(const Geometry& g, uint64_t seed, const char* name) {
 // MTP-head logits bitwise, greedy generations equal (switches that must not change a bit), and each
 // engine's MTP generation equal to its own plain one (the exactness contract). `var` is
 // read when the engine is constructed (MERE_CUDA_FUSE, MERE_CUDA_MOE_ROUTE, MERE_CUDA_MOE_NORM, MERE_CUDA_MOE_LOADS, MERE_CUDA_NORM_MV, MERE_CUDA_PREP_MV, MERE_CUDA_MOE_BLOCK,
-// MERE_CUDA_STEP_NORM, MERE_CUDA_L2_AHEAD, MERE_CUDA_MOE_DOWN_L2, MERE_CUDA_MV_TUNE's table): two loads side by side.
+// MERE_CUDA_STEP_NORM, MERE_CUDA_L2_AHEAD, MERE_CUDA_MOE_DOWN_L2, MERE_CUDA_MOE_FUSED, MERE_CUDA_MV_TUNE's table): two loads side by side.
 // A derived checkpoint (not under models/) is also held to the CPU reference.
 void env_pair(const std::string& root, const std::string& name, const std::string& dir, const char* var,
               const char* value, bool cpu_reference = true, const std::string& ids_from = "") {
@@ -691,7 +691,7 @@ int main(int argc, char** argv) {
   // top-8) and width, the split argmax (the default) against the one-block form over the real
   // vocabulary, and the one-launch GDN middle at the real heads: a random 4-bit checkpoint of the
   // 35B-A3B shapes cut to 4 layers
-  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, norm + router, MoE loads, norms and gates in the projections, MoE block, argmax block, GDN block, conv tokens, L2 hints", [&] {
+  guarded("qwen3.5-35b-a3b geometry, 4 layers (synthetic 4-bit): routing in gate/up, norm + router, MoE loads, norms and gates in the projections, MoE block, argmax block, GDN block, conv tokens, L2 hints, fused experts", [&] {
     Geometry g = geometry_preset("qwen3.5-35b-a3b");
     g.num_hidden_layers = 4;
     g.layer_types.clear();
@@ -709,6 +709,7 @@ int main(int argc, char** argv) {
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_HEAD_PREFILL", "off", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_L2_AHEAD", "on", false, "qwen35-moe-tiny");
     env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_DOWN_L2", "start", false, "qwen35-moe-tiny");
+    env_pair(root, "qwen3.5-35b-a3b-4l", dir, "MERE_CUDA_MOE_FUSED", "on", false, "qwen35-moe-tiny");
     head_priming(root, "qwen3.5-35b-a3b-4l", dir, false, "qwen35-moe-tiny");
     fs::remove_all(dir);
   });

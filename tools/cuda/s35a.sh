@@ -7,9 +7,10 @@
 #     processes (greedy 64 token ids and `text logits` on both bundled models, ids at the 35B-A3B geometry);
 #  2. on an H200: the 35B-A3B receipt with session 34's defaults (512-token prompt, 128 generated, 5 reps);
 #  3. decode A/Bs at the 35B-A3B geometry (`mere.run bench --prompt-tokens 64 --gen-tokens 128 --reps 3`, two
-#     alternating rounds): MERE_CUDA_L2_AHEAD off / out / in / on, MERE_CUDA_MOE_DOWN_L2 start / end,
-#     MERE_CUDA_GDN_STATE early;
-#  4. the 35B-A3B step in sequence (kernel trace, no graphs) with the defaults and with L2_AHEAD=on.
+#     alternating rounds): MERE_CUDA_MOE_FUSED on, MERE_CUDA_L2_AHEAD off / out / in / on,
+#     MERE_CUDA_MOE_DOWN_L2 start / end, MERE_CUDA_GDN_STATE early;
+#  4. the 35B-A3B step in sequence (kernel trace, no graphs) with the defaults, L2_AHEAD=on, MOE_FUSED=on;
+#  5. engine_check's 35B-A3B-geometry section (the hints' and MOE_FUSED's pairs with the older ones).
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-560} . tools/cuda/call_prelude.sh
 MERE_CUDA_GDN_STATE=early CC_TAG=-s-early cuda_checks gdn; pack
 engine_checks 150 "qwen35-moe-tiny L2 hints"; pack
@@ -45,13 +46,15 @@ abn() {
     done
   done
 }
+abn 35b-fused MERE_CUDA_MOE_FUSED on; pack
 abn 35b-l2 MERE_CUDA_L2_AHEAD out in on; pack
 abn 35b-dl2 MERE_CUDA_MOE_DOWN_L2 start end; pack
 abn 35b-gstate MERE_CUDA_GDN_STATE early; pack
-for v in off on; do
-  left 40 && MERE_CUDA_L2_AHEAD=$v MERE_CUDA_GRAPH=0 MERE_CUDA_TRACE_OUT=$OUT/trace-35b-l2$v.json timeout 60 $B/trace/mere.run \
-    bench --model $D35 --backend cuda --prompt-tokens 64 --gen-tokens 48 --reps 1 >/dev/null 2>$OUT/trace-35b-l2$v.err &&
-    trace_summary $OUT/trace-35b-l2$v.json "35b in sequence, L2_AHEAD=$v"
+for v in default MERE_CUDA_L2_AHEAD=on MERE_CUDA_MOE_FUSED=on; do
+  if [ $v = default ]; then e=() tag=default; else e=("$v") tag=$(echo ${v#MERE_CUDA_} | tr 'A-Z=_' 'a-z--'); fi
+  left 40 && env "${e[@]}" MERE_CUDA_GRAPH=0 MERE_CUDA_TRACE_OUT=$OUT/trace-35b-$tag.json timeout 60 $B/trace/mere.run \
+    bench --model $D35 --backend cuda --prompt-tokens 64 --gen-tokens 48 --reps 1 >/dev/null 2>$OUT/trace-35b-$tag.err &&
+    trace_summary $OUT/trace-35b-$tag.json "35b in sequence, $v"
 done; pack
 engine_checks 150 "35b-a3b geometry"
 rm -rf $D35

@@ -94,6 +94,7 @@ CudaEngine::CudaEngine(const ModelConfig& cfg, const ModelWeights& w, int ordina
   MERE_CHECK(!has_mtp_ || mtp_layer_.kind == LayerKind::Full, "cuda engine", "MTP layer must be full attention");
   arena_.end_uploads();
   init_moe_block();
+  init_moe_fused();
   init_gdn_mid();
   init_l2_ahead();
   alloc_scratch();
@@ -217,6 +218,7 @@ void CudaEngine::alloc_scratch() {
     ridx_ = reinterpret_cast<int32_t*>(take(R * K));
     gdn_done_ = reinterpret_cast<unsigned*>(take(std::max<int64_t>(Hv, 1)));
     moe_bar_ = reinterpret_cast<unsigned*>(take(2));
+    moe_fused_bar_ = reinterpret_cast<unsigned*>(take(2));
     gdn_bar_ = reinterpret_cast<unsigned*>(take(2));
     argmax_ws_ = take(k::argmax_split_floats(V, R));
     if (pass == 0) {
@@ -226,6 +228,7 @@ void CudaEngine::alloc_scratch() {
   }
   dev_.fill_bytes(gdn_done_, 0, static_cast<size_t>(std::max<int64_t>(Hv, 1)) * 4);
   dev_.fill_bytes(moe_bar_, 0, 2 * sizeof(unsigned));
+  dev_.fill_bytes(moe_fused_bar_, 0, 2 * sizeof(unsigned));
   dev_.fill_bytes(gdn_bar_, 0, 2 * sizeof(unsigned));
   dev_.fill_bytes(argmax_ws_, 0, static_cast<size_t>(k::argmax_split_floats(V, R)) * 4);
 }

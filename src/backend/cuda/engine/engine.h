@@ -249,6 +249,12 @@ class CudaEngine final : public DeviceEngine {
   // take fails to load.
   int moe_block_grid_ = 0;
   void init_moe_block();  // reads MERE_CUDA_MOE_BLOCK and sizes the grid (after the uploads)
+  // MERE_CUDA_MOE_FUSED=on: a decode step's routed gate/up and down + residual as one launch whose
+  // blocks meet at a grid-wide barrier (k::moe_gate_up_down; the same bits as the two launches, which
+  // verification passes keep); off (the default until a GPU measures it): the two launches. The grid of
+  // every MoE layer, 0 when off.
+  int moe_fused_grid_ = 0;
+  void init_moe_fused();  // reads MERE_CUDA_MOE_FUSED and sizes the grid (after the uploads)
   // MERE_CUDA_GDN_BLOCK=on: a decode step's GDN middle (conv + prepare, the step, the gated norm +
   // out_proj's prepare) as one launch, k::gdn_mid (the same bits; measured slower in session 26, H100
   // 35B-A3B decode -12%, 27B -11%: opt-in); its resident grid size, 0 when off. Read at load; on, a model
@@ -280,6 +286,7 @@ class CudaEngine final : public DeviceEngine {
   int32_t* ridx_ = nullptr;
   unsigned* gdn_done_ = nullptr;  // [Hv] head counters of k::gdn_step_norm_prep (zero between launches)
   unsigned* moe_bar_ = nullptr;   // [2] k::moe_block's grid barrier (zeroed once)
+  unsigned* moe_fused_bar_ = nullptr;  // [2] k::moe_gate_up_down's grid barrier (zeroed once)
   unsigned* gdn_bar_ = nullptr;   // [2] k::gdn_mid's grid barrier (zeroed once)
   float* argmax_ws_ = nullptr;    // k::argmax's split-form tickets and partials, kRows rows (zeroed once)
   k::ArgmaxWs argmax_ws() const { return argmax_split_ ? k::ArgmaxWs{argmax_ws_, kRows} : k::ArgmaxWs{}; }

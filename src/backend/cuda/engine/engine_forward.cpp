@@ -207,6 +207,12 @@ bool CudaEngine::gdn_block(const DGdn& g, CudaSeqState& st, int64_t li, const fl
   return false;
 }
 
+namespace {
+k::MoeFusedWeights moe_fused_weights(const DLayer& L) {
+  return k::MoeFusedWeights{L.experts.gate, L.experts.up, L.experts.down, L.shared.gate, L.shared.up, L.shared.down};
+}
+}  // namespace
+
 // x += ffn(xn). MoE with 4/8-bit experts: router + shared-expert gate (one prepare), routing (a
 // warp per token; with MERE_CUDA_MOE_ROUTE=fused inside the gate/up launch), one launch for
 // gate+up+SwiGLU of the K experts and the shared expert, one for down + combine + residual add
@@ -234,6 +240,11 @@ void CudaEngine::ffn_block(const DLayer& L, const float* xn, bool xn_prepared, i
                                             L.shared.up, L.shared.down, K);
   if (!kept(kAblMoe)) return;
   if (fused && moe_route_fused_ && k::moe_route_gate_up_supported(L.experts.gate, E, K)) {
+    if (T == 1 && moe_fused_grid_ > 0) {  // MERE_CUDA_MOE_FUSED=on: routing to residual, one launch
+      k::moe_gate_up_down(s, moe_fused_grid_, moe_fused_weights(L), rlog_, E, cfg_.norm_topk_prob, xn, sg_, K, x,
+                          k::MoeBlockScratch{rlog_, sg_, ridx_, rw_, eg_, f1_, moe_fused_bar_});
+      return;
+    }
     k::moe_route_gate_up(s, L.experts.gate, L.experts.up, L.shared.gate, L.shared.up, rlog_, E, cfg_.norm_topk_prob,
                          ridx_, rw_, xn, T, K, eg_, f1_, moe_sets_ & kMoeSetsGateUp, &L.experts.down, &L.shared.down,
                          L.experts.gate.bits == 4 ? moe_down_l2_ : 0);
@@ -283,6 +294,25 @@ void CudaEngine::init_moe_block() {
   for (const DLayer& L : layers_) check(L);
   if (has_mtp_) check(mtp_layer_);
   moe_block_grid_ = grid;
+}
+
+void CudaEngine::init_moe_fused() {
+  if (env_choice("MERE_CUDA_MOE_FUSED", {"off", "on"}) != 1 || !cfg_.is_moe) return;
+  MERE_CHECK(moe_route_fused_, "MERE_CUDA_MOE_FUSED=on", "the one-launch experts route inside the launch: it needs "
+             "MERE_CUDA_MOE_ROUTE=fused");
+  const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok;
+  int grid = -1;
+  auto check = [&](const DLayer& L) {  // every MoE layer (the MTP head's too) on the same grid
+    const int g = k::moe_gate_up_down_grid(moe_fused_weights(L), E, K, dev_.sm_count());
+    MERE_CHECK(g > 0 && (grid < 0 || g == grid), "MERE_CUDA_MOE_FUSED=on",
+               "the one-launch experts do not take this model's MoE layers (", E, " experts, top-", K, ", ",
+               L.experts.gate.bits, "-bit experts, hidden ", cfg_.hidden_size, ", expert width ", L.experts.gate.rows,
+               ", shared width ", L.shared.gate.rows, ") or their grid is not resident at once on this GPU");
+    grid = g;
+  };
+  for (const DLayer& L : layers_) check(L);
+  if (has_mtp_) check(mtp_layer_);
+  moe_fused_grid_ = grid;
 }
 
 void CudaEngine::init_gdn_mid() {

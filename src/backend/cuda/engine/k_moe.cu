@@ -30,12 +30,6 @@ __global__ void __launch_bounds__(kRouteThreads)
   route_token(logits + static_cast<int64_t>(t) * E, E, K, renorm, p, nullptr, idx + t * K, w + t * K, sorted);
 }
 
-// MERE_CUDA_MOE_TOPK=sorted|rounds: the top-k of the routing inside moe_gate_up (route_token's two
-// forms; the same ids and weights). Unset: sorted. Read once per process.
-bool topk_sorted() {
-  static const bool v = env_choice("MERE_CUDA_MOE_TOPK", {"sorted", "rounds"}) != 1;
-  return v;
-}
 
 // The routing inputs of a moe_gate_up that routes its own token (ROUTE): the router logits [T, E],
 // and where block (0, 0) of each token writes the ids and weights moe_down reads.
@@ -276,6 +270,11 @@ __global__ void moe_combine_kernel(const float* y, const float* w, const float* 
 
 }  // namespace
 
+bool moe_topk_sorted() {
+  static const bool v = env_choice("MERE_CUDA_MOE_TOPK", {"sorted", "rounds"}) != 1;
+  return v;
+}
+
 void moe_route(cudaStream_t s, const float* logits, int64_t T, int64_t E, int64_t K, bool renorm, int32_t* idx,
                float* w, bool sorted) {
   MERE_CHECK(E >= 1 && E <= 8192 && K >= 1 && K <= E, "cuda moe", "unsupported experts: E ", E, " top-k ", K);
@@ -351,7 +350,7 @@ void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const D
                  (down_l2 == 0 || (gate.bits == 4 && down && sdown && down->bits && sdown->bits && !down->tiled &&
                                    !sdown->tiled)),
              "cuda moe", "routing gate/up: down_l2 ", down_l2, " needs 4-bit gate/up and quantised down matrices");
-  const RouteIn r{logits, static_cast<int>(E), renorm, idx, w, topk_sorted()};
+  const RouteIn r{logits, static_cast<int>(E), renorm, idx, w, moe_topk_sorted()};
   DownL2 d;
   if (down_l2) {
     d = DownL2{static_cast<const char*>(down->data), down->scales, down->biases, down->rows * down->cols * down->bits / 8,

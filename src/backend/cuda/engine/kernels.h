@@ -241,5 +241,21 @@ struct MoeBlockScratch {
 int moe_block_grid(const MoeBlockWeights& m, int64_t E, int64_t K, int sms);
 void moe_block(cudaStream_t s, int grid, const MoeBlockWeights& m, float eps, int64_t E, int64_t K, bool renorm,
                float* x, const MoeBlockScratch& ws);
+// MERE_CUDA_MOE_TOPK (read once per process): the routing's top-k form inside the gate/up launches
+// (route_token `sorted`; the same ids and weights either way). Unset or sorted: true; rounds: false.
+bool moe_topk_sorted();
+// moe_route_gate_up + moe_down for ONE token in one launch (k_moe_fused.cu; MERE_CUDA_MOE_FUSED=on): the
+// gate/up blocks meet at a grid-wide barrier, then run down + combine + the residual add. The same ids,
+// weights, h, hs and out as the two launches, bit for bit (ws: logits unused; idx, w, h, hs written as
+// they leave them). The grid must be resident at once: moe_gate_up_down_grid gives it (0: these shapes
+// or this device do not take it: 4-bit experts whose rows fit gate/up's two chunk sets and down's one).
+struct MoeFusedWeights {
+  DMat gate, up, down;     // stacked experts: [E x Ie, H], [E x Ie, H], [E x H, Ie]
+  DMat sgate, sup, sdown;  // the shared expert: [Is, H], [Is, H], [H, Is]
+};
+int moe_gate_up_down_grid(const MoeFusedWeights& m, int64_t E, int64_t K, int sms);
+// logits: [E]; x: [H] the normalised row; sg: [1]; out: [H] the residual (out += the MoE result)
+void moe_gate_up_down(cudaStream_t s, int grid, const MoeFusedWeights& m, const float* logits, int64_t E, bool renorm,
+                      const float* x, const float* sg, int64_t K, float* out, const MoeBlockScratch& ws);
 
 }  // namespace mere::cuda::k
