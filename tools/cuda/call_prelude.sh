@@ -4,8 +4,8 @@
 # layout, e.g. mere.run alone when both bundled models must travel), records the GPU, and gives `left N`:
 # true while N more seconds fit in LIMIT (default $LIMIT_DEFAULT, else 540), and `trace_summary JSON LABEL`:
 # the first 16 kernels of a kernel-trace summary (MERE_CUDA_TRACE_OUT) of verification passes; the
-# summaries, `ab` (an alternating A/B of one switch on mere.run bench), `ablate`, `receipt`, `cuda_checks` and
-# `engine_checks` are further down.
+# summaries, `ab` (an alternating A/B of one switch on mere.run bench), `same_env` (a per-process switch's
+# two processes compared), `ablate`, `receipt`, `cuda_checks` and `engine_checks` are further down.
 R=$OUT; export OUT=/tmp/o B=build/engine-carry; mkdir -p $B $OUT; tar xJf ${CARRY:-build/carry/bin.tar.xz} -C $B
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu0.txt
 t0=$SECONDS; LIMIT=${LIMIT:-${LIMIT_DEFAULT:-540}}
@@ -61,9 +61,10 @@ for s in d["scenarios"]:
           "captures %s (%.1f ms)" % (caps[0] if caps else "-", cs[0] if cs else 0))
 PY
 }
-# `ab NAME DIR VAR VALUE ROUNDS`: an A/B of one switch on `mere.run bench` (64-token prompt, 128 generated,
-# 3 reps), ROUNDS rounds of the default then VAR=VALUE alternating, each into $OUT/ab-NAME-{default,VALUE}-rR.json
-# with a bench_summary line; stops when 40 s no longer fit (left).
+# `ab NAME DIR VAR VALUES ROUNDS`: an A/B of one switch on `mere.run bench` (64-token prompt, 128 generated,
+# 3 reps), ROUNDS rounds of the default then VAR=each of VALUES (one word or a quoted list: "out in on")
+# alternating, each into $OUT/ab-NAME-{default,VALUE}-rR.json with a bench_summary line; stops when 40 s no
+# longer fit (left).
 ab() {
   local name=$1 dir=$2 var=$3 val=$4 rounds=$5
   for r in $(seq 1 $rounds); do
@@ -74,6 +75,27 @@ ab() {
         --json >$OUT/ab-$name-$v-r$r.json 2>$OUT/ab-$name-$v-r$r.err && bench_summary $OUT/ab-$name-$v-r$r.json "$name $var=$v r$r"
     done
   done
+}
+# `same_env VAR A B MODEL TAG [ids] [TOKENS]`: a per-process switch VAR=A against VAR=B, two processes each:
+# greedy TOKENS (default 64) token ids and, without "ids", `text logits` of 12 prompt ids (.npy), compared
+# byte for byte into one line; empty outputs are reported, never compared.
+same_env() {
+  local var=$1 a=$2 b=$3 model=$4 tag=$5 ids=${6:-} n=${7:-64} v r
+  for v in $a $b; do
+    env "$var=$v" timeout 60 $B/mere.run text generate --model $model --backend cuda --prompt "The history of the city" \
+      --max-tokens $n --temperature 0 --ignore-eos --no-mtp --json 2>/dev/null |
+      python3 -c "import json,sys; print(json.load(sys.stdin)['token_ids'])" >$OUT/gen-$tag-$v.txt
+    [ -z "$ids" ] && env "$var=$v" timeout 60 $B/mere.run text logits --model $model --backend cuda \
+      --token-ids 1,2,3,4,5,6,7,8,9,10,11,12 --output /tmp/lg-$tag-$v.npy >/dev/null 2>&1
+  done
+  if [ ! -s $OUT/gen-$tag-$a.txt ] || [ ! -s $OUT/gen-$tag-$b.txt ]; then
+    echo "$tag $var=$a/$b: NO OUTPUT (model missing or failed)"; return
+  fi
+  r="greedy ids ($n) $(cmp -s $OUT/gen-$tag-$a.txt $OUT/gen-$tag-$b.txt && echo equal || echo DIFFER)"
+  if [ -n "$ids" ]; then echo "$tag $var=$a/$b: $r"; return; fi
+  if [ ! -s /tmp/lg-$tag-$a.npy ] || [ ! -s /tmp/lg-$tag-$b.npy ]; then echo "$tag $var=$a/$b: $r, logits: NO OUTPUT"; return; fi
+  echo "$tag $var=$a/$b: $r, logits $(cmp -s /tmp/lg-$tag-$a.npy /tmp/lg-$tag-$b.npy && echo bitwise || echo DIFFER)" \
+    "($(stat -c %s /tmp/lg-$tag-$a.npy) bytes)"
 }
 # `ablate NAME DIR KINDS...`: the trace build's `mere.run bench` (trace/mere.run: make_carry.sh --trace) with
 # MERE_CUDA_ABLATE=each KINDS entry ("" = nothing left out) into $OUT/abl-NAME-KINDS.json, a bench_summary

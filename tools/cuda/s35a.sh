@@ -12,44 +12,18 @@
 #  4. the 35B-A3B step in sequence (kernel trace, no graphs) with the defaults, L2_AHEAD=on, MOE_FUSED=on;
 #  5. engine_check's 35B-A3B-geometry section (the hints' and MOE_FUSED's pairs with the older ones).
 CARRY=build/carry/bin.tar.xz LIMIT_DEFAULT=${LIMIT:-560} . tools/cuda/call_prelude.sh
-MERE_CUDA_GDN_STATE=early CC_TAG=-s-early cuda_checks gdn; pack
+MERE_CUDA_GDN_STATE=early CC_TAG=-state-early cuda_checks gdn; pack
 engine_checks 150 "qwen35-moe-tiny L2 hints"; pack
-# `same MODEL TAG [ids]`: greedy 64 tokens (and, without "ids", the logits of 12 prompt ids), GDN_STATE late vs early
-same() {
-  for v in late early; do
-    MERE_CUDA_GDN_STATE=$v timeout 60 $B/mere.run text generate --model $1 --backend cuda --prompt "The history of the city" \
-      --max-tokens 64 --temperature 0 --ignore-eos --no-mtp --json 2>/dev/null |
-      python3 -c "import json,sys; print(json.load(sys.stdin)['token_ids'])" >$OUT/gen-$2-$v.txt
-    [ -z "$3" ] && MERE_CUDA_GDN_STATE=$v timeout 60 $B/mere.run text logits --model $1 --backend cuda \
-      --token-ids 1,2,3,4,5,6,7,8,9,10,11,12 --output /tmp/lg-$2-$v.npy >/dev/null 2>&1
-  done
-  [ -s $OUT/gen-$2-late.txt ] || { echo "$2: NO OUTPUT (model missing or failed)"; return; }
-  local ids="greedy ids $(cmp -s $OUT/gen-$2-late.txt $OUT/gen-$2-early.txt && echo equal || echo DIFFER)"
-  [ -n "$3" ] && { echo "$2 GDN_STATE: $ids"; return; }
-  echo "$2 GDN_STATE: $ids, logits $(cmp -s /tmp/lg-$2-late.npy /tmp/lg-$2-early.npy && echo bitwise || echo DIFFER)" \
-    "($(stat -c %s /tmp/lg-$2-late.npy 2>/dev/null) bytes)"
-}
-same models/qwen35-moe-tiny moe-tiny; same models/qwen35-dense-tiny dense-tiny; pack
+same_env MERE_CUDA_GDN_STATE late early models/qwen35-moe-tiny moe-tiny
+same_env MERE_CUDA_GDN_STATE late early models/qwen35-dense-tiny dense-tiny; pack
 D35=/tmp/synth-35b
 $B/mere.run model synth --geometry qwen3.5-35b-a3b --bits 4 --group-size 64 --out $D35 --quiet
-same $D35 35b ids
+same_env MERE_CUDA_GDN_STATE late early $D35 35b ids
 receipt 35b-a3b $D35; pack
-# `abn NAME VAR VALUES...`: two alternating rounds of the default then each VAR=VALUE
-abn() {
-  local name=$1 var=$2; shift 2
-  for r in 1 2; do
-    for v in default "$@"; do
-      left 40 || return
-      if [ $v = default ]; then e=(); else e=("$var=$v"); fi
-      env "${e[@]}" timeout 60 $B/mere.run bench --model $D35 --backend cuda --prompt-tokens 64 --gen-tokens 128 --reps 3 \
-        --json >$OUT/ab-$name-$v-r$r.json 2>$OUT/ab-$name-$v-r$r.err && bench_summary $OUT/ab-$name-$v-r$r.json "$name $var=$v r$r"
-    done
-  done
-}
-abn 35b-fused MERE_CUDA_MOE_FUSED on; pack
-abn 35b-l2 MERE_CUDA_L2_AHEAD out in on; pack
-abn 35b-dl2 MERE_CUDA_MOE_DOWN_L2 start end; pack
-abn 35b-gstate MERE_CUDA_GDN_STATE early; pack
+ab 35b-fused $D35 MERE_CUDA_MOE_FUSED on 2; pack
+ab 35b-l2 $D35 MERE_CUDA_L2_AHEAD "out in on" 2; pack
+ab 35b-dl2 $D35 MERE_CUDA_MOE_DOWN_L2 "start end" 2; pack
+ab 35b-gstate $D35 MERE_CUDA_GDN_STATE early 2; pack
 for v in default MERE_CUDA_L2_AHEAD=on MERE_CUDA_MOE_FUSED=on; do
   if [ $v = default ]; then e=() tag=default; else e=("$v") tag=$(echo ${v#MERE_CUDA_} | tr 'A-Z=_' 'a-z--'); fi
   left 40 && env "${e[@]}" MERE_CUDA_GRAPH=0 MERE_CUDA_TRACE_OUT=$OUT/trace-35b-$tag.json timeout 60 $B/trace/mere.run \

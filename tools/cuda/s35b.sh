@@ -16,12 +16,7 @@ grep -q H200 $OUT/gpu0.txt && left 70 && MERE_CUDA_QMATVEC=mma timeout 90 $B/mer
   vb_summary $OUT/vb-27b-mma.json "27b mma"; pack
 ab 27b-l2 $D27 MERE_CUDA_L2_AHEAD out 2; pack
 ab 27b-gstate $D27 MERE_CUDA_GDN_STATE early 2; pack
-for v in late early; do
-  MERE_CUDA_GDN_STATE=$v timeout 60 $B/mere.run text generate --model $D27 --backend cuda --prompt "The history of the city" \
-    --max-tokens 32 --temperature 0 --ignore-eos --no-mtp --json 2>/dev/null |
-    python3 -c "import json,sys; print(json.load(sys.stdin)['token_ids'])" >$OUT/gen-27b-$v.txt
-done
-echo "27b GDN_STATE greedy ids: $([ -s $OUT/gen-27b-late.txt ] && cmp -s $OUT/gen-27b-late.txt $OUT/gen-27b-early.txt && echo equal || echo 'DIFFER or empty')"
+same_env MERE_CUDA_GDN_STATE late early $D27 27b ids 32
 engine_checks 150 "0.8b geometry"; pack
 left 40 && MERE_CUDA_GRAPH=0 MERE_CUDA_TRACE_OUT=$OUT/trace-27b.json timeout 60 $B/trace/mere.run \
   bench --model $D27 --backend cuda --prompt-tokens 64 --gen-tokens 48 --reps 1 >/dev/null 2>$OUT/trace-27b.err &&

@@ -58,18 +58,6 @@ __device__ __forceinline__ void pair_rows(const DMat& g, const DMat& u, int64_t 
   }
 }
 
-// silu(gate) * up of the pair's rows r0 + lane (lanes < kUpRows), as moe_gate_up stores them.
-__device__ __forceinline__ void store_pair(const float (&d)[2 * kUpRows], int r0, int rows, float* out) {
-  const int lane = threadIdx.x & 31;
-  if (lane < kUpRows && r0 + lane < rows) {
-    float gv = d[0], uv = d[kUpRows];
-#pragma unroll
-    for (int i = 1; i < kUpRows; ++i)
-      if (lane == i) gv = d[i], uv = d[kUpRows + i];
-    out[r0 + lane] = __fmul_rn(silu(gv), uv);
-  }
-}
-
 template <int BITS, int RB>
 __global__ void __launch_bounds__(kThreads, 2) moe_block_kernel(const __grid_constant__ BlockArgs a) {
   using G = Geo<BITS>;

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "backend/cuda/engine/dmatrix.h"
+#include "backend/cuda/engine/k_math.cuh"
 
 namespace mere::cuda::k {
 namespace {
@@ -367,6 +368,19 @@ __device__ __forceinline__ void dot_sets(const QRow (&r)[NR], int nchunk, const 
 constexpr int kWarps = 8;      // warps of a block
 constexpr int kUpRows = 2;     // rows a warp of moe_gate_up owns (gate and up of each: 4 row-dots)
 constexpr int kDownGroup = 8;  // expert rows of moe_down in flight per warp
+
+// silu(gate) * up of a warp's pair rows r0 + lane (lanes < kUpRows) from its 2 kUpRows row-dots d (the gate
+// rows, then the up rows), stored at out[r0 + lane]: how every gate/up kernel stores h.
+__device__ __forceinline__ void store_pair(const float (&d)[2 * kUpRows], int r0, int rows, float* out) {
+  const int lane = threadIdx.x & 31;
+  if (lane < kUpRows && r0 + lane < rows) {
+    float gv = d[0], uv = d[kUpRows];
+#pragma unroll
+    for (int i = 1; i < kUpRows; ++i)
+      if (lane == i) gv = d[i], uv = d[kUpRows + i];
+    out[r0 + lane] = __fmul_rn(silu(gv), uv);
+  }
+}
 
 // Floats of the staged x of `cols` columns at `bits` (chunks of E + 4 floats, then the chunk sums).
 inline size_t smem_floats(int bits, int64_t cols) {

@@ -106,15 +106,7 @@ __global__ void __launch_bounds__(kThreads, 3) moe_gate_up_down_kernel(const __g
     else prefetch_down_share(m.down, expert, bx, parts);
     float d[2 * kUpRows];
     dot_sets<kBits>(rr, nchunk, xs, xsum, q, d);
-    if (lane < kUpRows && r0 + lane < rows) {
-      float gv = d[0], uv = d[kUpRows];
-#pragma unroll
-      for (int i = 1; i < kUpRows; ++i)
-        if (lane == i) gv = d[i], uv = d[kUpRows + i];
-      const float v = __fmul_rn(silu(gv), uv);
-      if (shared) a.ws.hs[r0 + lane] = v;
-      else a.ws.h[static_cast<int64_t>(k) * rows + r0 + lane] = v;
-    }
+    store_pair(d, r0, rows, shared ? a.ws.hs : a.ws.h + static_cast<int64_t>(k) * rows);
   }
   if (blockIdx.x == 0)  // the ids and weights where the routing launch leaves them
     for (int i = static_cast<int>(threadIdx.x); i < K; i += kThreads) a.ws.idx[i] = sidx[i], a.ws.w[i] = wk[i];
