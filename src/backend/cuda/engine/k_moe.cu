@@ -10,7 +10,6 @@
 // the T=1 result.
 #include <algorithm>
 
-#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/env_choice.h"
 #include "backend/cuda/engine/k_math.cuh"
@@ -29,7 +28,6 @@ __global__ void __launch_bounds__(kRouteThreads)
   const int t = blockIdx.x;
   route_token(logits + static_cast<int64_t>(t) * E, E, K, renorm, p, nullptr, idx + t * K, w + t * K, sorted);
 }
-
 
 // The routing inputs of a moe_gate_up that routes its own token (ROUTE): the router logits [T, E],
 // and where block (0, 0) of each token writes the ids and weights moe_down reads.
@@ -58,15 +56,6 @@ struct DownL2 {
   int64_t scode_bytes = 0, sgroups = 0;
   int at = 0;
 };
-
-__device__ __forceinline__ void prefetch_share(const char* codes, const uint16_t* sc, const uint16_t* bi, int64_t cb,
-                                               int64_t g, int part, int parts) {
-  const int64_t c0 = cb * part / parts, c1 = cb * (part + 1) / parts;
-  const int64_t g0 = g * part / parts, g1 = g * (part + 1) / parts;
-  prefetch_l2_inward(codes + c0, static_cast<size_t>(c1 - c0));
-  prefetch_l2_inward(sc + g0, static_cast<size_t>(g1 - g0) * 2);
-  prefetch_l2_inward(bi + g0, static_cast<size_t>(g1 - g0) * 2);
-}
 
 // Thread 0 of a gate/up block of expert `expert` (the shared one: `shared`) asks for its share.
 __device__ __forceinline__ void prefetch_down(const DownL2& d, bool shared, int64_t expert, int rows) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/engine/dmatrix.h"
 #include "backend/cuda/engine/k_math.cuh"
 
@@ -380,6 +381,17 @@ __device__ __forceinline__ void store_pair(const float (&d)[2 * kUpRows], int r0
       if (lane == i) gv = d[i], uv = d[kUpRows + i];
     out[r0 + lane] = __fmul_rn(silu(gv), uv);
   }
+}
+
+// Asks the L2 for share `part` of `parts` of one matrix's codes (cb bytes from `codes`) and of its g group
+// scales and biases (thread-level: the caller picks the thread); rounded inward to 16 bytes.
+__device__ __forceinline__ void prefetch_share(const char* codes, const uint16_t* sc, const uint16_t* bi, int64_t cb,
+                                               int64_t g, int part, int parts) {
+  const int64_t c0 = cb * part / parts, c1 = cb * (part + 1) / parts;
+  const int64_t g0 = g * part / parts, g1 = g * (part + 1) / parts;
+  prefetch_l2_inward(codes + c0, static_cast<size_t>(c1 - c0));
+  prefetch_l2_inward(sc + g0, static_cast<size_t>(g1 - g0) * 2);
+  prefetch_l2_inward(bi + g0, static_cast<size_t>(g1 - g0) * 2);
 }
 
 // Floats of the staged x of `cols` columns at `bits` (chunks of E + 4 floats, then the chunk sums).

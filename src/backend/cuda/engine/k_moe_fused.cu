@@ -18,7 +18,6 @@
 // measures it (docs/cuda-kernels.md §5.22).
 #include <algorithm>
 
-#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/engine/grid_sync.cuh"
 #include "backend/cuda/engine/k_math.cuh"
@@ -46,15 +45,13 @@ struct FusedArgs {
   MoeBlockScratch ws;
 };
 
-// Thread 0 asks the L2 for this block's share (part bx of gx) of the down matrix rows of `expert`
-// (the shared block: of the shared down), as moe_gate_up's DownL2 does.
+// Thread 0 asks the L2 for this block's share (part bx of gx) of the down rows of `expert` (the shared
+// block: of the shared down), as moe_gate_up's DownL2 does.
 __device__ __forceinline__ void prefetch_down_share(const DMat& d, int64_t expert, int part, int parts) {
   if (threadIdx.x != 0) return;
   const int64_t cb = d.rows * d.cols * d.bits / 8, g = d.rows * (d.cols / 64);
-  const int64_t c0 = cb * part / parts, c1 = cb * (part + 1) / parts, g0 = g * part / parts, g1 = g * (part + 1) / parts;
-  prefetch_l2_inward(static_cast<const char*>(d.data) + expert * cb + c0, static_cast<size_t>(c1 - c0));
-  prefetch_l2_inward(d.scales + expert * g + g0, static_cast<size_t>(g1 - g0) * 2);
-  prefetch_l2_inward(d.biases + expert * g + g0, static_cast<size_t>(g1 - g0) * 2);
+  prefetch_share(static_cast<const char*>(d.data) + expert * cb, d.scales + expert * g, d.biases + expert * g, cb, g,
+                 part, parts);
 }
 
 __global__ void __launch_bounds__(kThreads, 3) moe_gate_up_down_kernel(const __grid_constant__ FusedArgs a) {
