@@ -10,7 +10,25 @@
 #pragma once
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define MERE_L2_FN __host__ __device__ __forceinline__
+#else
+#define MERE_L2_FN inline
+#endif
+
 namespace mere::cuda {
+
+// The 16-byte-aligned part [lo, hi) of share b of nb of the byte range [p, p + bytes): the shares
+// [bytes * b / nb, bytes * (b + 1) / nb) cover the range once; each is rounded inward (the bulk
+// prefetch's alignment), so at most 15 bytes at each share's ends are not asked for, and nothing outside
+// the range ever is (hi <= lo: nothing). Host-callable: tests/unit/l2_ahead_test.cpp checks it.
+struct L2Share {
+  uint64_t lo, hi;
+};
+MERE_L2_FN L2Share l2_share(uint64_t p, uint64_t bytes, uint64_t b, uint64_t nb) {
+  const uint64_t b0 = bytes * b / nb, b1 = bytes * (b + 1) / nb;
+  return L2Share{(p + b0 + 15u) & ~uint64_t{15}, (p + b1) & ~uint64_t{15}};
+}
 
 struct L2Ahead {
   static constexpr int kSpans = 12;  // up to 4 matrices of a multi-matrix launch: codes, scales, biases
@@ -20,9 +38,8 @@ struct L2Ahead {
 };
 
 #if defined(__CUDACC__)
-// Block b of the grid asks for bytes [bytes * b / nb, bytes * (b + 1) / nb) of every span, thread s of
-// the block for span s (constant indices only, so `a` stays in the parameter bank), rounded inward to
-// 16 bytes (the bulk prefetch's alignment): at most 15 bytes at each share's ends are not asked for.
+// Block b of the grid asks for its share (l2_share) of every span, thread s of the block for span s
+// (constant indices only, so `a` stays in the parameter bank).
 __device__ __forceinline__ void l2_ahead(const L2Ahead& a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int tid = static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
@@ -32,11 +49,9 @@ __device__ __forceinline__ void l2_ahead(const L2Ahead& a) {
 #pragma unroll
   for (int s = 0; s < L2Ahead::kSpans; ++s) {
     if (s != tid) continue;
-    const uint64_t b0 = a.bytes[s] * b / nb, b1 = a.bytes[s] * (b + 1) / nb;
-    const uintptr_t lo = (reinterpret_cast<uintptr_t>(a.p[s]) + b0 + 15u) & ~uintptr_t{15};
-    const uintptr_t hi = (reinterpret_cast<uintptr_t>(a.p[s]) + b1) & ~uintptr_t{15};
-    if (hi > lo)
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(lo), "r"(static_cast<uint32_t>(hi - lo))
+    const L2Share sh = l2_share(reinterpret_cast<uintptr_t>(a.p[s]), a.bytes[s], b, nb);
+    if (sh.hi > sh.lo)
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(sh.lo), "r"(static_cast<uint32_t>(sh.hi - sh.lo))
                    : "memory");
   }
 #endif

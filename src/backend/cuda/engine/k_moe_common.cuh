@@ -13,6 +13,7 @@
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/engine/dmatrix.h"
 #include "backend/cuda/engine/k_math.cuh"
+#include "backend/cuda/l2_ahead.h"
 
 namespace mere::cuda::k {
 namespace {
@@ -387,11 +388,12 @@ __device__ __forceinline__ void store_pair(const float (&d)[2 * kUpRows], int r0
 // scales and biases (thread-level: the caller picks the thread); rounded inward to 16 bytes.
 __device__ __forceinline__ void prefetch_share(const char* codes, const uint16_t* sc, const uint16_t* bi, int64_t cb,
                                                int64_t g, int part, int parts) {
-  const int64_t c0 = cb * part / parts, c1 = cb * (part + 1) / parts;
-  const int64_t g0 = g * part / parts, g1 = g * (part + 1) / parts;
-  prefetch_l2_inward(codes + c0, static_cast<size_t>(c1 - c0));
-  prefetch_l2_inward(sc + g0, static_cast<size_t>(g1 - g0) * 2);
-  prefetch_l2_inward(bi + g0, static_cast<size_t>(g1 - g0) * 2);
+  const L2Share s[3] = {l2_share(reinterpret_cast<uintptr_t>(codes), cb, part, parts),
+                        l2_share(reinterpret_cast<uintptr_t>(sc), g * 2, part, parts),
+                        l2_share(reinterpret_cast<uintptr_t>(bi), g * 2, part, parts)};
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+    if (s[i].hi > s[i].lo) prefetch_l2_bulk(reinterpret_cast<const void*>(s[i].lo), static_cast<uint32_t>(s[i].hi - s[i].lo));
 }
 
 // Floats of the staged x of `cols` columns at `bits` (chunks of E + 4 floats, then the chunk sums).
