@@ -682,10 +682,13 @@ int main(int argc, char** argv) {
   guarded("qwen35-moe-tiny attention merge v1", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_ATTN_COMBINE", "v1");
   });
-  // L2 prefetch hints (session 35): the same bits with and without them, and no fault from the spans
-  guarded("qwen35-moe-tiny L2 hints (MERE_CUDA_L2_AHEAD=on, MERE_CUDA_MOE_DOWN_L2=end)", [&] {
+  // L2 prefetch hints (session 35): the same bits with and without them, and no fault from the spans;
+  // the experts in one launch (its shared expert is twice as wide as the routed ones, so half the
+  // routed blocks have no gate/up rows and only meet the others at the barrier)
+  guarded("qwen35-moe-tiny L2 hints (MERE_CUDA_L2_AHEAD=on, MERE_CUDA_MOE_DOWN_L2=end) and fused experts", [&] {
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_L2_AHEAD", "on");
     env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_DOWN_L2", "end");
+    env_pair(root, "qwen35-moe-tiny", root + "/models/qwen35-moe-tiny", "MERE_CUDA_MOE_FUSED", "on");
   });
   // The routing inside the gate/up launch and the one-launch MoE block at the real expert count (256,
   // top-8) and width, the split argmax (the default) against the one-block form over the real
