@@ -13,30 +13,22 @@
 namespace mere::cuda {
 
 bool pdl_enabled() {
-  static const bool on = [] {
-    return env_choice("MERE_CUDA_PDL", {"0", "1"}) != 0;
-  }();
+  static const bool on = env_choice("MERE_CUDA_PDL", {"0", "1"}) != 0;
   return on;
 }
 
 bool pdl_early() {
-  static const bool on = [] {
-    return env_choice("MERE_CUDA_PDL_EARLY", {"0", "1"}) != 0;
-  }();
+  static const bool on = env_choice("MERE_CUDA_PDL_EARLY", {"0", "1"}) != 0;
   return on;
 }
 
 bool norm_w_early() {
-  static const bool on = [] {
-    return env_choice("MERE_CUDA_NORM_W", {"late", "early"}) != 0;
-  }();
+  static const bool on = env_choice("MERE_CUDA_NORM_W", {"late", "early"}) != 0;
   return on;
 }
 
 bool gdn_state_early() {
-  static const bool on = [] {
-    return env_choice("MERE_CUDA_GDN_STATE", {"late", "early"}) == 1;
-  }();
+  static const bool on = env_choice("MERE_CUDA_GDN_STATE", {"late", "early"}) == 1;
   return on;
 }
 
