@@ -16,25 +16,25 @@ namespace {
 constexpr int kMaxConvK = 8;
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-// One token of the causal conv of channel c (weights w[c*K .. c*K + K-1], history hist[0 .. K-2],
-// oldest first): SiLU of the dot product; then x joins the history. Shared by both conv kernels.
-// conv_step with channel c's K weights already loaded (wk[j] = w[c * K + j]; conv_gdn_prepare may load
-// them before its PDL wait): the same fma chain.
-__device__ __forceinline__ float conv_step_w(float (&hist)[kMaxConvK], const float (&wk)[kMaxConvK], int K, float x) {
+// One token of the causal conv of a channel (weight j = wt(j), j < K; history hist[0 .. K-2], oldest
+// first): SiLU of the dot product; then x joins the history. The one fma chain of every conv kernel.
+template <class W>
+__device__ __forceinline__ float conv_step_by(float (&hist)[kMaxConvK], const W& wt, int K, float x) {
   float acc = 0.0f;
-  for (int j = 0; j < K - 1; ++j) acc = __fmaf_rn(wk[j], hist[j], acc);
-  acc = __fmaf_rn(wk[K - 1], x, acc);
+  for (int j = 0; j < K - 1; ++j) acc = __fmaf_rn(wt(j), hist[j], acc);
+  acc = __fmaf_rn(wt(K - 1), x, acc);
   for (int j = 0; j + 1 < K - 1; ++j) hist[j] = hist[j + 1];
   if (K > 1) hist[K - 2] = x;
   return silu(acc);
 }
+// Channel c's weights read from w[c*K .. c*K + K-1] as the chain reaches them.
 __device__ __forceinline__ float conv_step(float (&hist)[kMaxConvK], const float* w, int c, int K, float x) {
-  float acc = 0.0f;
-  for (int j = 0; j < K - 1; ++j) acc = __fmaf_rn(w[c * K + j], hist[j], acc);
-  acc = __fmaf_rn(w[c * K + K - 1], x, acc);
-  for (int j = 0; j + 1 < K - 1; ++j) hist[j] = hist[j + 1];
-  if (K > 1) hist[K - 2] = x;
-  return silu(acc);
+  return conv_step_by(hist, [w, c, K](int j) { return w[c * K + j]; }, K, x);
+}
+// The same with the weights already loaded (wk[j] = w[c * K + j]; conv_gdn_prepare may load them before
+// its PDL wait).
+__device__ __forceinline__ float conv_step_w(float (&hist)[kMaxConvK], const float (&wk)[kMaxConvK], int K, float x) {
+  return conv_step_by(hist, [&wk](int j) { return wk[j]; }, K, x);
 }
 
 constexpr int kPrepThreads = 128;  // the threads of conv_gdn_prepare's and the gated norm's blocks
