@@ -46,26 +46,15 @@ struct RouteIn {
 // A hint only: no value changes. at: 0 none, 1 right after the block's own weights are asked for,
 // 2 after its h rows are stored.
 struct DownL2 {
-  const char* codes = nullptr;  // stacked experts' codes (null: none)
-  const uint16_t* scales = nullptr;
-  const uint16_t* biases = nullptr;
-  int64_t code_bytes = 0, groups = 0;  // of one expert's matrix
-  const char* scodes = nullptr;        // the shared expert's down
-  const uint16_t* sscales = nullptr;
-  const uint16_t* sbiases = nullptr;
-  int64_t scode_bytes = 0, sgroups = 0;
+  DMat down, sdown;  // the stacked experts' down, the shared expert's
   int at = 0;
 };
 
-// Thread 0 of a gate/up block of expert `expert` (the shared one: `shared`) asks for its share.
+// A gate/up block of expert `expert` (the shared one: `shared`) asks for its share (thread 0).
 __device__ __forceinline__ void prefetch_down(const DownL2& d, bool shared, int64_t expert, int rows) {
-  if (threadIdx.x != 0) return;
   const int parts = (rows + kWarps * kUpRows - 1) / (kWarps * kUpRows), part = static_cast<int>(blockIdx.x);
-  if (shared)
-    prefetch_share(d.scodes, d.sscales, d.sbiases, d.scode_bytes, d.sgroups, part, parts);
-  else
-    prefetch_share(d.codes + expert * d.code_bytes, d.scales + expert * d.groups, d.biases + expert * d.groups,
-                   d.code_bytes, d.groups, part, parts);
+  if (shared) prefetch_expert_share(d.sdown, 0, part, parts);
+  else prefetch_expert_share(d.down, expert, part, parts);
 }
 
 // grid (ceil(max(Ie, Is) / (kWarps*kUpRows)), K + 1, T); block k == K is the shared expert.
@@ -343,11 +332,7 @@ void moe_route_gate_up(cudaStream_t s, const DMat& gate, const DMat& up, const D
              "cuda moe", "routing gate/up: down_l2 ", down_l2, " needs 4-bit gate/up and quantised down matrices");
   const RouteIn r{logits, static_cast<int>(E), renorm, idx, w, moe_topk_sorted()};
   DownL2 d;
-  if (down_l2) {
-    d = DownL2{static_cast<const char*>(down->data), down->scales, down->biases, down->rows * down->cols * down->bits / 8,
-               down->rows * (down->cols / 64), static_cast<const char*>(sdown->data), sdown->scales, sdown->biases,
-               sdown->rows * sdown->cols * sdown->bits / 8, sdown->rows * (sdown->cols / 64), down_l2};
-  }
+  if (down_l2) d = DownL2{*down, *sdown, down_l2};
   launch_gate_up(s, gate, up, sgate, sup, idx, x, T, K, h, hs, &r, sets, d);
 }
 

@@ -396,6 +396,15 @@ __device__ __forceinline__ void prefetch_share(const char* codes, const uint16_t
     if (s[i].hi > s[i].lo) prefetch_l2_bulk(reinterpret_cast<const void*>(s[i].lo), static_cast<uint32_t>(s[i].hi - s[i].lo));
 }
 
+// Thread 0 of the block asks the L2 for share `part` of `parts` of matrix `expert` of the stacked d
+// (codes, scales and biases): a gate/up block's share of the down rows its expert will need.
+__device__ __forceinline__ void prefetch_expert_share(const DMat& d, int64_t expert, int part, int parts) {
+  if (threadIdx.x != 0) return;
+  const int64_t cb = d.rows * d.cols * d.bits / 8, g = d.rows * (d.cols / 64);
+  prefetch_share(static_cast<const char*>(d.data) + expert * cb, d.scales + expert * g, d.biases + expert * g, cb, g,
+                 part, parts);
+}
+
 // Floats of the staged x of `cols` columns at `bits` (chunks of E + 4 floats, then the chunk sums).
 inline size_t smem_floats(int bits, int64_t cols) {
   const int64_t E = 128 / bits, nchunk = cols / E;

@@ -45,15 +45,6 @@ struct FusedArgs {
   MoeBlockScratch ws;
 };
 
-// Thread 0 asks the L2 for this block's share (part bx of gx) of the down rows of `expert` (the shared
-// block: of the shared down), as moe_gate_up's DownL2 does.
-__device__ __forceinline__ void prefetch_down_share(const DMat& d, int64_t expert, int part, int parts) {
-  if (threadIdx.x != 0) return;
-  const int64_t cb = d.rows * d.cols * d.bits / 8, g = d.rows * (d.cols / 64);
-  prefetch_share(static_cast<const char*>(d.data) + expert * cb, d.scales + expert * g, d.biases + expert * g, cb, g,
-                 part, parts);
-}
-
 __global__ void __launch_bounds__(kThreads, 3) moe_gate_up_down_kernel(const __grid_constant__ FusedArgs a) {
   using G = Geo<kBits>;
   extern __shared__ float4 smem4[];
@@ -99,8 +90,8 @@ __global__ void __launch_bounds__(kThreads, 3) moe_gate_up_down_kernel(const __g
     RowSets<2 * kUpRows, 2> q;
     load_sets<kBits>(rr, nchunk, q);
     const int parts = (rows + kWarps * kUpRows - 1) / (kWarps * kUpRows);
-    if (shared) prefetch_down_share(m.sdown, 0, bx, parts);
-    else prefetch_down_share(m.down, expert, bx, parts);
+    if (shared) prefetch_expert_share(m.sdown, 0, bx, parts);
+    else prefetch_expert_share(m.down, expert, bx, parts);
     float d[2 * kUpRows];
     dot_sets<kBits>(rr, nchunk, xs, xsum, q, d);
     store_pair(d, r0, rows, shared ? a.ws.hs : a.ws.h + static_cast<int64_t>(k) * rows);
